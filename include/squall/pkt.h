@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * Per-packet metadata and verdicts. Header-only: NFs link no DPDK library.
+ */
+#ifndef SQUALL_PKT_H
+#define SQUALL_PKT_H
+
+#include <stdint.h>
+
+#include <rte_mbuf.h>
+
+/** What happens to a packet after an NF. */
+enum sq_verdict_kind {
+	SQ_VERDICT_NEXT = 0, /**< next hop of its chain (or the chain's egress) */
+	SQ_VERDICT_OUT = 1,  /**< transmit on a port, skipping the rest */
+	SQ_VERDICT_DROP = 2, /**< the manager frees it, counted as an NF drop */
+	SQ_VERDICT_TO = 3,   /**< hand to an instance of another service */
+};
+
+/** A verdict: kind in the high 16 bits, port or service id in the low 16. */
+typedef uint32_t sq_verdict_t;
+
+#define SQ_NEXT ((sq_verdict_t)SQ_VERDICT_NEXT << 16)
+#define SQ_DROP ((sq_verdict_t)SQ_VERDICT_DROP << 16)
+
+/** Transmit on port @p port (its index in the config's port list). */
+static inline sq_verdict_t
+sq_out(uint16_t port)
+{
+	return ((sq_verdict_t)SQ_VERDICT_OUT << 16) | port;
+}
+
+/** Send to service @p service (its index in the config's service list). */
+static inline sq_verdict_t
+sq_to(uint16_t service)
+{
+	return ((sq_verdict_t)SQ_VERDICT_TO << 16) | service;
+}
+
+/**
+ * Metadata in each mbuf's private area. The manager fills it at rx; an NF may
+ * read all of it and write only verdict (through its handler's return value),
+ * sig and user[].
+ */
+struct sq_pkt_meta {
+	uint32_t owner;      /* manager only: NF id + 1 that holds it, 0 = none */
+	uint16_t chain;      /* chain index in the config */
+	uint8_t hop;         /* index of the current NF in the chain */
+	uint8_t nf_visits;   /* incremented by libsquall at every NF hop */
+	sq_verdict_t verdict;
+	uint16_t in_port;
+	uint16_t out_port;   /* the rule's egress port */
+	uint32_t flow_hash;  /* symmetric hash of the 5-tuple */
+	uint32_t sig;        /* written by the sig NF */
+	uint64_t rx_tsc;     /* TSC when the manager received it */
+	uint64_t user[2];    /* free for NFs */
+};
+
+#define SQ_PKT_META_SIZE RTE_ALIGN_CEIL(sizeof(struct sq_pkt_meta), RTE_MBUF_PRIV_ALIGN)
+
+/** The metadata of a packet from the Squall pool. */
+static inline struct sq_pkt_meta *
+sq_pkt_meta(struct rte_mbuf *pkt)
+{
+	return (struct sq_pkt_meta *)((char *)pkt + sizeof(struct rte_mbuf));
+}
+
+#endif /* SQUALL_PKT_H */

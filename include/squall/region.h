@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * Squall shared region: the layout the manager and every NF agree on.
+ *
+ * The manager creates the region file, maps it at hdr->base_addr and builds
+ * the mbuf pool, the rings and the NF control blocks inside it. An NF maps
+ * the same file at the same address, so every pointer into the region (mbufs,
+ * rings) is valid in both; pointers into anyone's private memory never are,
+ * so the region stores offsets for everything the NF must find.
+ */
+#ifndef SQUALL_REGION_H
+#define SQUALL_REGION_H
+
+#include <assert.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <rte_common.h>
+
+#define SQ_REGION_MAGIC 0x4c4c415551535153ULL /* "SQSQUALL" */
+/** Bump on any change to this file or to struct sq_pkt_meta. */
+#define SQ_ABI_VERSION 1u
+/** Fixed address, far from the heap, stack and DPDK's own mappings. */
+#define SQ_REGION_BASE_ADDR 0x3f0000000000ULL
+
+#define SQ_NAME_LEN 32
+#define SQ_NF_BURST_MAX 32
+#define SQ_NF_COUNTERS 4 /* NF-defined counters, named by the NF */
+
+/** Manager lifecycle, in the region header. */
+enum sq_mgr_state {
+	SQ_MGR_STARTING = 0,
+	SQ_MGR_RUNNING = 1,
+	SQ_MGR_STOPPING = 2,
+};
+
+/** NF state word: the futex word of a sleeping NF (DESIGN §5). */
+enum sq_nf_state {
+	SQ_NF_FREE = 0,    /* slot unused */
+	SQ_NF_SPAWNED = 1, /* manager started a process; not attached yet */
+	SQ_NF_AWAKE = 2,   /* attached and running its loop */
+	SQ_NF_ASLEEP = 3,  /* futex-waiting on state */
+	SQ_NF_WAKING = 4,  /* manager decided to wake it; one FUTEX_WAKE sent */
+	SQ_NF_EXITED = 5,  /* NF left its loop cleanly */
+	SQ_NF_DEAD = 6,    /* manager saw the process die */
+};
+
+enum sq_nf_mode {
+	SQ_NF_MODE_SLEEP = 0,
+	SQ_NF_MODE_POLL = 1,
+};
+
+/**
+ * One NF's control block. Lines are grouped by writer: the manager writes
+ * the first, the NF the others, so no line ping-pongs between cores.
+ */
+struct sq_nf_ctl {
+	/* Written by the manager before the NF starts; read-only after. */
+	alignas(RTE_CACHE_LINE_SIZE) uint32_t id;
+	uint32_t abi_version;
+	uint16_t service_id;
+	uint16_t instance;
+	uint32_t mode;              /* enum sq_nf_mode */
+	uint64_t rx_ring_off;       /* from region base */
+	uint64_t tx_ring_off;
+	uint32_t burst_max;         /* NF dequeue burst, <= SQ_NF_BURST_MAX */
+	uint32_t batch_budget_pkts; /* then yield the core (seed 001 §4) */
+	uint64_t spin_ns;           /* spin on an empty ring before sleeping */
+	char service[SQ_NAME_LEN];
+
+	/* Written by the manager at run time. */
+	alignas(RTE_CACHE_LINE_SIZE) _Atomic uint32_t stop; /* 1: leave the loop */
+	uint32_t pad0;
+	uint64_t wakes;             /* FUTEX_WAKEs sent */
+
+	/* The NF's state word: NF writes AWAKE/ASLEEP; manager ASLEEP->WAKING. */
+	alignas(RTE_CACHE_LINE_SIZE) _Atomic uint32_t state;
+	_Atomic int32_t pid;
+
+	/* Written by the NF only. */
+	alignas(RTE_CACHE_LINE_SIZE) uint64_t rx_pkts;
+	uint64_t tx_pkts;
+	uint64_t drop_verdicts;  /* packets the NF handed back as DROP */
+	uint64_t bursts;
+	uint64_t sleeps;
+	uint64_t handler_tsc;    /* cycles spent in the user's handler */
+	uint64_t tx_full_spins;  /* times the tx ring was full (back-pressure) */
+
+	alignas(RTE_CACHE_LINE_SIZE) uint64_t counters[SQ_NF_COUNTERS];
+	char counter_names[SQ_NF_COUNTERS][SQ_NAME_LEN];
+};
+
+static_assert(sizeof(struct sq_nf_ctl) % RTE_CACHE_LINE_SIZE == 0, "whole lines");
+
+/** The first bytes of the region. */
+struct sq_region_hdr {
+	uint64_t magic;
+	uint32_t abi_version;
+	uint32_t hdr_size;
+	uint64_t base_addr;  /* where every process must map it */
+	uint64_t len_bytes;
+	uint64_t nf_table_off;
+	uint32_t max_nfs;
+	uint32_t nf_ctl_size;
+	uint32_t mbuf_priv_size;
+	uint32_t n_ports;
+	uint64_t tsc_hz;
+	int32_t mgr_pid;
+	_Atomic uint32_t mgr_state; /* enum sq_mgr_state */
+	char name[SQ_NAME_LEN];
+	char port_names[16][SQ_NAME_LEN];
+};
+
+static inline struct sq_nf_ctl *
+sq_region_nf_ctl(struct sq_region_hdr *hdr, uint32_t id)
+{
+	return (struct sq_nf_ctl *)((uintptr_t)hdr + hdr->nf_table_off +
+				    (uint64_t)id * hdr->nf_ctl_size);
+}
+
+static inline void *
+sq_region_ptr(struct sq_region_hdr *hdr, uint64_t off)
+{
+	return (void *)((uintptr_t)hdr + off);
+}
+
+#endif /* SQUALL_REGION_H */

@@ -1,0 +1,416 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * The NF side of Squall: attach, the packet loop in poll and sleep mode,
+ * verdicts back to the manager.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rte_cycles.h>
+#include <rte_pause.h>
+#include <rte_ring.h>
+
+#include <squall/log.h>
+#include <squall/squall.h>
+
+#include "region.h"
+
+/* A sleeping NF re-checks the manager this often, so it never outlives it. */
+#define LIVENESS_CHECK_NS (200 * 1000 * 1000)
+/* A polling NF checks its stop flag and the manager every this many empty polls. */
+#define POLL_CHECK_EVERY (1u << 16)
+
+struct sq_nf {
+	struct sq_region_hdr *hdr;
+	struct sq_nf_ctl *ctl;
+	struct rte_ring *rx;
+	struct rte_ring *tx;
+	sq_pkt_handler_fn pkt_fn;
+	sq_burst_handler_fn burst_fn;
+	void *handler_arg;
+	sq_state_cleaner_fn cleaner_fn;
+	void *cleaner_arg;
+	uint64_t spin_tsc;
+	int n_counters;
+	volatile sig_atomic_t stop_local;
+};
+
+/* For the signal handler: one NF per process. */
+static struct sq_nf *the_nf;
+
+static void
+on_signal(int sig)
+{
+	(void)sig;
+	if (the_nf != NULL)
+		the_nf->stop_local = 1;
+}
+
+/* Remove argv[i] and argv[i + 1], as rte_eal_init() removes its own options. */
+static void
+argv_take(int *argc, char **argv, int i, int n)
+{
+	memmove(&argv[i], &argv[i + n], (size_t)(*argc - i - n + 1) * sizeof(char *));
+	*argc -= n;
+}
+
+static int
+parse_args(int *argc, char **argv, const char **region, long *id)
+{
+	const char *id_str = getenv("SQUALL_NF_ID");
+	char *end;
+	int i;
+
+	*region = getenv("SQUALL_REGION");
+	for (i = 1; i < *argc;) {
+		if (strcmp(argv[i], "--sq-region") == 0 && i + 1 < *argc) {
+			*region = argv[i + 1];
+			argv_take(argc, argv, i, 2);
+		} else if (strcmp(argv[i], "--sq-id") == 0 && i + 1 < *argc) {
+			id_str = argv[i + 1];
+			argv_take(argc, argv, i, 2);
+		} else {
+			i++;
+		}
+	}
+	if (*region == NULL || id_str == NULL) {
+		SQ_LOG(ERR, NF, "no region given: run me from squall-mgr, or pass "
+				"--sq-region PATH --sq-id N\n");
+		return -EINVAL;
+	}
+	errno = 0;
+	*id = strtol(id_str, &end, 10);
+	if (errno != 0 || *end != '\0' || *id < 0 || *id > INT_MAX) {
+		SQ_LOG(ERR, NF, "bad NF id \"%s\"\n", id_str);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static void
+log_level_from_env(void)
+{
+	const char *lvl = getenv("SQUALL_LOG_LEVEL");
+
+	if (lvl == NULL)
+		return;
+	if (strcmp(lvl, "debug") == 0)
+		sq_log_level = RTE_LOG_DEBUG;
+	else if (strcmp(lvl, "info") == 0)
+		sq_log_level = RTE_LOG_INFO;
+	else if (strcmp(lvl, "warning") == 0)
+		sq_log_level = RTE_LOG_WARNING;
+	else if (strcmp(lvl, "err") == 0)
+		sq_log_level = RTE_LOG_ERR;
+}
+
+int
+sq_nf_init(int argc, char **argv, struct sq_nf **out)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+	const char *region_path;
+	struct sq_nf *nf;
+	int argc_left = argc;
+	long id;
+	int ret;
+
+	log_level_from_env();
+	ret = parse_args(&argc_left, argv, &region_path, &id);
+	if (ret < 0)
+		return ret;
+	nf = calloc(1, sizeof(*nf));
+	if (nf == NULL)
+		return -ENOMEM;
+	ret = sq_region_map(region_path, &nf->hdr);
+	if (ret < 0)
+		goto out_free;
+	if ((uint64_t)id >= nf->hdr->max_nfs) {
+		SQ_LOG(ERR, NF, "NF id %ld out of range (region holds %u)\n", id,
+		       nf->hdr->max_nfs);
+		ret = -EINVAL;
+		goto out_unmap;
+	}
+	nf->ctl = sq_region_nf_ctl(nf->hdr, (uint32_t)id);
+	if (nf->ctl->abi_version != SQ_ABI_VERSION || nf->ctl->rx_ring_off == 0) {
+		SQ_LOG(ERR, NF, "NF slot %ld is not set up by the manager\n", id);
+		ret = -EINVAL;
+		goto out_unmap;
+	}
+	nf->rx = sq_region_ptr(nf->hdr, nf->ctl->rx_ring_off);
+	nf->tx = sq_region_ptr(nf->hdr, nf->ctl->tx_ring_off);
+	nf->spin_tsc = nf->ctl->spin_ns * nf->hdr->tsc_hz / 1000000000ull;
+	atomic_store(&nf->ctl->pid, (int32_t)getpid());
+	/* Spawned by the manager: go when it goes, even if it is SIGKILLed. */
+	if (getppid() == nf->hdr->mgr_pid)
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+
+	the_nf = nf;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	*out = nf;
+	return argc - argc_left;
+
+out_unmap:
+	sq_region_unmap(nf->hdr);
+out_free:
+	free(nf);
+	return ret;
+}
+
+int
+sq_nf_set_pkt_handler(struct sq_nf *nf, sq_pkt_handler_fn fn, void *arg)
+{
+	if (fn == NULL)
+		return -EINVAL;
+	nf->pkt_fn = fn;
+	nf->burst_fn = NULL;
+	nf->handler_arg = arg;
+	return 0;
+}
+
+int
+sq_nf_set_burst_handler(struct sq_nf *nf, sq_burst_handler_fn fn, void *arg)
+{
+	if (fn == NULL)
+		return -EINVAL;
+	nf->burst_fn = fn;
+	nf->pkt_fn = NULL;
+	nf->handler_arg = arg;
+	return 0;
+}
+
+int
+sq_nf_set_state_cleaner(struct sq_nf *nf, sq_state_cleaner_fn fn, void *arg)
+{
+	nf->cleaner_fn = fn;
+	nf->cleaner_arg = arg;
+	return 0;
+}
+
+int
+sq_nf_counter_register(struct sq_nf *nf, const char *name)
+{
+	int idx = nf->n_counters;
+
+	if (idx >= SQ_NF_COUNTERS)
+		return -ENOSPC;
+	snprintf(nf->ctl->counter_names[idx], SQ_NAME_LEN, "%s", name);
+	nf->n_counters++;
+	return idx;
+}
+
+void
+sq_nf_counter_add(struct sq_nf *nf, int idx, uint64_t n)
+{
+	if (idx >= 0 && idx < SQ_NF_COUNTERS)
+		nf->ctl->counters[idx] += n;
+}
+
+struct sq_nf_ctl *
+sq_nf_ctl(struct sq_nf *nf)
+{
+	return nf->ctl;
+}
+
+struct sq_region_hdr *
+sq_nf_region(struct sq_nf *nf)
+{
+	return nf->hdr;
+}
+
+void
+sq_nf_stop(struct sq_nf *nf)
+{
+	nf->stop_local = 1;
+}
+
+static bool
+nf_should_stop(const struct sq_nf *nf)
+{
+	return nf->stop_local || atomic_load_explicit(&nf->ctl->stop, memory_order_relaxed) ||
+	       atomic_load_explicit(&nf->hdr->mgr_state, memory_order_relaxed) ==
+		       SQ_MGR_STOPPING;
+}
+
+/* Only off the hot path: a manager killed with SIGKILL cannot tell us. */
+static bool
+mgr_is_gone(const struct sq_nf *nf)
+{
+	return kill(nf->hdr->mgr_pid, 0) < 0 && errno == ESRCH;
+}
+
+static void
+run_handler(struct sq_nf *nf, struct rte_mbuf **pkts, unsigned int n)
+{
+	uint64_t start_tsc = rte_rdtsc();
+	unsigned int i;
+
+	if (nf->burst_fn != NULL) {
+		for (i = 0; i < n; i++)
+			sq_pkt_meta(pkts[i])->verdict = SQ_NEXT;
+		nf->burst_fn(pkts, (uint16_t)n, nf->handler_arg);
+	} else {
+		for (i = 0; i < n; i++)
+			sq_pkt_meta(pkts[i])->verdict = nf->pkt_fn(pkts[i], nf->handler_arg);
+	}
+	for (i = 0; i < n; i++) {
+		struct sq_pkt_meta *meta = sq_pkt_meta(pkts[i]);
+
+		meta->nf_visits++;
+		if (unlikely(meta->verdict >> 16 == SQ_VERDICT_DROP))
+			nf->ctl->drop_verdicts++;
+	}
+	nf->ctl->handler_tsc += rte_rdtsc() - start_tsc;
+}
+
+/* Hand every packet back. The tx ring holds as many slots as the rx ring, and
+ * the manager drains it every round, so a full ring means the manager is
+ * behind: wait for it rather than drop, since only the manager frees mbufs. */
+static void
+return_pkts(struct sq_nf *nf, struct rte_mbuf **pkts, unsigned int n)
+{
+	unsigned int sent = 0;
+
+	for (;;) {
+		sent += rte_ring_sp_enqueue_burst(nf->tx, (void **)(pkts + sent), n - sent, NULL);
+		if (likely(sent == n))
+			break;
+		nf->ctl->tx_full_spins++;
+		if (atomic_load_explicit(&nf->hdr->mgr_state, memory_order_relaxed) ==
+			    SQ_MGR_STOPPING ||
+		    ((nf->ctl->tx_full_spins & 0xffff) == 0 && mgr_is_gone(nf)))
+			break;
+		rte_pause();
+	}
+	nf->ctl->tx_pkts += sent;
+}
+
+/* One burst: dequeue, handle, return. @return packets handled. */
+static unsigned int
+nf_poll_once(struct sq_nf *nf)
+{
+	struct rte_mbuf *pkts[SQ_NF_BURST_MAX];
+	unsigned int n;
+
+	n = rte_ring_sc_dequeue_burst(nf->rx, (void **)pkts, nf->ctl->burst_max, NULL);
+	if (n == 0)
+		return 0;
+	nf->ctl->rx_pkts += n;
+	nf->ctl->bursts++;
+	run_handler(nf, pkts, n);
+	return_pkts(nf, pkts, n);
+	return n;
+}
+
+static long
+futex_wait(_Atomic uint32_t *word, uint32_t val, const struct timespec *timeout)
+{
+	/* Not FUTEX_PRIVATE: the word is in a MAP_SHARED file the manager maps too. */
+	return syscall(SYS_futex, word, FUTEX_WAIT, val, timeout, NULL, 0);
+}
+
+/* Spin on an empty ring for spin_tsc: a cross-core wake costs ~30 us here and
+ * a spin handoff ~0.1 us (DESIGN §10), so a short spin saves most wakes. */
+static bool
+spin_for_pkts(struct sq_nf *nf)
+{
+	uint64_t end_tsc = rte_rdtsc() + nf->spin_tsc;
+
+	do {
+		if (rte_ring_count(nf->rx) > 0)
+			return true;
+		rte_pause();
+	} while (rte_rdtsc() < end_tsc);
+	return false;
+}
+
+/* Sleep until the manager wakes us (DESIGN §5): one FUTEX_WAKE per sleep. */
+static void
+nf_sleep(struct sq_nf *nf)
+{
+	const struct timespec timeout = { .tv_sec = 0, .tv_nsec = LIVENESS_CHECK_NS };
+	uint32_t expected = SQ_NF_ASLEEP;
+
+	/* Publish ASLEEP before the last emptiness check: a packet enqueued between
+	 * the check and the store would otherwise wait with nobody to wake us. The
+	 * manager does the mirror image: enqueue, full fence, read state. */
+	atomic_store_explicit(&nf->ctl->state, SQ_NF_ASLEEP, memory_order_seq_cst);
+	if (rte_ring_count(nf->rx) > 0 || nf_should_stop(nf)) {
+		/* If the CAS fails the manager already chose to wake us; its one
+		 * FUTEX_WAKE will find no waiter, which is harmless. */
+		atomic_compare_exchange_strong(&nf->ctl->state, &expected, SQ_NF_AWAKE);
+		atomic_store(&nf->ctl->state, SQ_NF_AWAKE);
+		return;
+	}
+	nf->ctl->sleeps++;
+	while (atomic_load(&nf->ctl->state) == SQ_NF_ASLEEP) {
+		if (futex_wait(&nf->ctl->state, SQ_NF_ASLEEP, &timeout) < 0 &&
+		    errno == ETIMEDOUT && mgr_is_gone(nf))
+			nf->stop_local = 1;
+		if (nf_should_stop(nf))
+			break;
+	}
+	atomic_store(&nf->ctl->state, SQ_NF_AWAKE);
+}
+
+static void
+nf_loop(struct sq_nf *nf)
+{
+	bool poll_mode = nf->ctl->mode == SQ_NF_MODE_POLL;
+	uint32_t budget = nf->ctl->batch_budget_pkts;
+	uint32_t done_pkts = 0;
+	uint32_t empty_polls = 0;
+
+	while (!nf_should_stop(nf)) {
+		unsigned int n = nf_poll_once(nf);
+
+		if (n > 0) {
+			done_pkts += n;
+			/* Share the core: after a batch budget let other NFs run. */
+			if (budget != 0 && done_pkts >= budget && !poll_mode) {
+				done_pkts = 0;
+				sched_yield();
+			}
+			continue;
+		}
+		done_pkts = 0;
+		if (poll_mode) {
+			rte_pause();
+			if (++empty_polls % POLL_CHECK_EVERY == 0 && mgr_is_gone(nf))
+				nf->stop_local = 1;
+			continue;
+		}
+		if (spin_for_pkts(nf))
+			continue;
+		nf_sleep(nf);
+	}
+}
+
+int
+sq_nf_run(struct sq_nf *nf)
+{
+	if (nf->pkt_fn == NULL && nf->burst_fn == NULL) {
+		SQ_LOG(ERR, NF, "sq_nf_run: no handler set\n");
+		return -EINVAL;
+	}
+	atomic_store(&nf->ctl->state, SQ_NF_AWAKE);
+	SQ_LOG(INFO, NF, "%s#%u attached (pid %d)\n", nf->ctl->service, nf->ctl->instance,
+	       getpid());
+	nf_loop(nf);
+	if (nf->cleaner_fn != NULL)
+		nf->cleaner_fn(nf->cleaner_arg);
+	atomic_store(&nf->ctl->state, SQ_NF_EXITED);
+	sq_region_unmap(nf->hdr);
+	the_nf = NULL;
+	free(nf);
+	return 0;
+}

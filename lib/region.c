@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * Attach to the manager's shared region: read the header, check it, map the
+ * whole file at the address the manager used.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <squall/log.h>
+#include <squall/region.h>
+
+#include "region.h"
+
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+
+/* Check the header before mapping, so a wrong file never lands on a fixed
+ * address and a wrong ABI is reported in words, not as a crash. */
+static int
+check_hdr(const char *path, const struct sq_region_hdr *hdr)
+{
+	if (hdr->magic != SQ_REGION_MAGIC) {
+		SQ_LOG(ERR, NF, "%s: not a Squall region (bad magic)\n", path);
+		return -EPROTO;
+	}
+	if (hdr->abi_version != SQ_ABI_VERSION) {
+		SQ_LOG(ERR, NF, "%s: region ABI %u, this NF was built for ABI %u; rebuild it\n",
+		       path, hdr->abi_version, SQ_ABI_VERSION);
+		return -EPROTO;
+	}
+	if (hdr->base_addr == 0 || hdr->len_bytes < sizeof(*hdr)) {
+		SQ_LOG(ERR, NF, "%s: corrupt region header\n", path);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+int
+sq_region_map(const char *path, struct sq_region_hdr **out)
+{
+	struct sq_region_hdr hdr;
+	void *addr;
+	ssize_t n;
+	int fd, ret;
+
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		ret = -errno;
+		SQ_LOG(ERR, NF, "%s: cannot open region: %s\n", path, strerror(errno));
+		return ret;
+	}
+	n = pread(fd, &hdr, sizeof(hdr), 0);
+	if (n != (ssize_t)sizeof(hdr)) {
+		SQ_LOG(ERR, NF, "%s: short region header\n", path);
+		ret = -EPROTO;
+		goto out_close;
+	}
+	ret = check_hdr(path, &hdr);
+	if (ret < 0)
+		goto out_close;
+
+	/* No MAP_POPULATE: the NF touches only its rings and the mbufs it is
+	 * given, so its page tables stay small. */
+	addr = mmap((void *)(uintptr_t)hdr.base_addr, hdr.len_bytes, PROT_READ | PROT_WRITE,
+		    MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
+	if (addr == MAP_FAILED) {
+		ret = -errno;
+		SQ_LOG(ERR, NF, "%s: cannot map region at %#" PRIx64 ": %s\n", path,
+		       hdr.base_addr, strerror(errno));
+		goto out_close;
+	}
+	if ((uintptr_t)addr != hdr.base_addr) {
+		/* Kernels before 4.17 ignore MAP_FIXED_NOREPLACE. */
+		munmap(addr, hdr.len_bytes);
+		SQ_LOG(ERR, NF, "%s: region address %#" PRIx64 " is taken\n", path,
+		       hdr.base_addr);
+		ret = -EEXIST;
+		goto out_close;
+	}
+	*out = addr;
+	ret = 0;
+out_close:
+	close(fd);
+	return ret;
+}
+
+void
+sq_region_unmap(struct sq_region_hdr *hdr)
+{
+	munmap(hdr, hdr->len_bytes);
+}

@@ -1,0 +1,14 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#ifndef SQUALL_LIB_REGION_H
+#define SQUALL_LIB_REGION_H
+
+#include <inttypes.h>
+#include <string.h>
+
+#include <squall/region.h>
+
+/** Map the region file at its recorded address. @return 0 or -errno. */
+int sq_region_map(const char *path, struct sq_region_hdr **out);
+void sq_region_unmap(struct sq_region_hdr *hdr);
+
+#endif

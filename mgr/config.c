@@ -1,0 +1,994 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * squall-mgr configuration: the YAML file, parsed into struct sq_config.
+ *
+ * Every error names file, line and field ("demo.yaml:14: chains[0].services[1]:
+ * unknown service \"nat\""). A field is written as a base ("services[0]") and a
+ * key ("mode"); either may be empty. This file is also linked into unit tests
+ * without any DPDK library, so it uses DPDK headers only.
+ */
+#include <assert.h> /* squall/region.h uses static_assert without it */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <yaml.h>
+
+#include <rte_mbuf_core.h>
+
+#include <squall/region.h>
+
+#include "config.h"
+
+#define REQ(key) (1u << (key))
+
+struct ctx {
+	const char *path;    /* the config file, as given */
+	const char *nf_path; /* colon-separated dirs searched before $PATH */
+	yaml_document_t *doc;
+	struct sq_config *cfg;
+	char *err;
+	size_t err_len;
+	char got[96];        /* scratch for describe() */
+};
+
+/* Fill err with "FILE:LINE: BASE.KEY: message". Returns -EINVAL. */
+static int
+vfail(struct ctx *c, size_t line, const char *base, const char *key, const char *fmt,
+      va_list ap)
+{
+	size_t len;
+
+	if (c->err == NULL || c->err_len == 0)
+		return -EINVAL;
+	snprintf(c->err, c->err_len, "%s:%zu: ", c->path, line);
+	len = strlen(c->err);
+	if (base[0] != '\0' || key != NULL) {
+		snprintf(c->err + len, c->err_len - len, "%s%s%s: ", base,
+			 base[0] != '\0' && key != NULL ? "." : "", key != NULL ? key : "");
+		len = strlen(c->err);
+	}
+	vsnprintf(c->err + len, c->err_len - len, fmt, ap);
+	return -EINVAL;
+}
+
+static int __attribute__((format(printf, 5, 6)))
+fail_line(struct ctx *c, size_t line, const char *base, const char *key, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vfail(c, line, base, key, fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+static int __attribute__((format(printf, 5, 6)))
+fail(struct ctx *c, const yaml_node_t *node, const char *base, const char *key,
+     const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vfail(c, node->start_mark.line + 1, base, key, fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+static int
+fail_nomem(struct ctx *c, const yaml_node_t *node, const char *base, const char *key)
+{
+	fail(c, node, base, key, "out of memory");
+	return -ENOMEM;
+}
+
+static int
+node_line(const yaml_node_t *node)
+{
+	return (int)node->start_mark.line + 1;
+}
+
+static yaml_node_t *
+seq_item(const struct ctx *c, const yaml_node_t *seq, unsigned int i)
+{
+	return yaml_document_get_node(c->doc, seq->data.sequence.items.start[i]);
+}
+
+/* The text of a scalar node; NULL if it is not a scalar or holds a NUL byte. */
+static const char *
+scalar_text(const yaml_node_t *node)
+{
+	const char *s;
+
+	if (node == NULL || node->type != YAML_SCALAR_NODE)
+		return NULL;
+	s = (const char *)node->data.scalar.value;
+	if (strlen(s) != node->data.scalar.length)
+		return NULL;
+	return s;
+}
+
+/* What a node is, for "expected X, got ...": a quoted scalar or its kind. */
+static const char *
+describe(struct ctx *c, const yaml_node_t *node)
+{
+	const char *s;
+
+	switch (node->type) {
+	case YAML_MAPPING_NODE:
+		return "a mapping";
+	case YAML_SEQUENCE_NODE:
+		return "a sequence";
+	case YAML_SCALAR_NODE:
+		s = (const char *)node->data.scalar.value;
+		if (s[0] == '\0' && node->data.scalar.style == YAML_PLAIN_SCALAR_STYLE)
+			return "nothing";
+		snprintf(c->got, sizeof(c->got), "\"%.64s%s\"", s, strlen(s) > 64 ? "..." : "");
+		return c->got;
+	default:
+		return "nothing";
+	}
+}
+
+/* Decimal only: an optional '-' then digits, nothing before or after. */
+static bool
+parse_dec(const char *s, long long *out)
+{
+	char *end;
+	long long v = 0;
+
+	if (!isdigit((unsigned char)s[s[0] == '-']))
+		return false;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno != 0 || *end != '\0')
+		return false;
+	*out = v;
+	return true;
+}
+
+static bool
+int_is_ok(const yaml_node_t *node, long long min, long long max, long long *out)
+{
+	const char *s = scalar_text(node);
+
+	return s != NULL && parse_dec(s, out) && *out >= min && *out <= max;
+}
+
+static int
+get_int(struct ctx *c, const yaml_node_t *node, const char *base, const char *key, long long min,
+	long long max, long long *out)
+{
+	if (!int_is_ok(node, min, max, out))
+		return fail(c, node, base, key, "expected an integer from %lld to %lld, got %s", min,
+			    max, describe(c, node));
+	return 0;
+}
+
+/* The typed getters leave *out alone (the default) when the key is absent. */
+static int
+get_u32(struct ctx *c, const yaml_node_t *node, const char *base, const char *key, uint32_t min,
+	uint32_t max, uint32_t *out)
+{
+	long long v = 0;
+	int ret;
+
+	if (node == NULL)
+		return 0;
+	ret = get_int(c, node, base, key, min, max, &v);
+	if (ret == 0)
+		*out = (uint32_t)v;
+	return ret;
+}
+
+static int
+get_u16(struct ctx *c, const yaml_node_t *node, const char *base, const char *key, uint16_t min,
+	uint16_t max, uint16_t *out)
+{
+	long long v = 0;
+	int ret;
+
+	if (node == NULL)
+		return 0;
+	ret = get_int(c, node, base, key, min, max, &v);
+	if (ret == 0)
+		*out = (uint16_t)v;
+	return ret;
+}
+
+static int
+get_i32(struct ctx *c, const yaml_node_t *node, const char *base, const char *key, int32_t min,
+	int32_t max, int32_t *out)
+{
+	long long v = 0;
+	int ret;
+
+	if (node == NULL)
+		return 0;
+	ret = get_int(c, node, base, key, min, max, &v);
+	if (ret == 0)
+		*out = (int32_t)v;
+	return ret;
+}
+
+static int
+get_pow2_u32(struct ctx *c, const yaml_node_t *node, const char *base, const char *key,
+	     uint32_t min, uint32_t max, uint32_t *out)
+{
+	long long v = 0;
+
+	if (node == NULL)
+		return 0;
+	if (!int_is_ok(node, min, max, &v) || (v & (v - 1)) != 0)
+		return fail(c, node, base, key, "expected a power of two from %u to %u, got %s", min,
+			    max, describe(c, node));
+	*out = (uint32_t)v;
+	return 0;
+}
+
+static bool
+name_is_ok(const char *s)
+{
+	size_t i;
+
+	for (i = 0; s[i] != '\0'; i++)
+		if (!isalnum((unsigned char)s[i]) && s[i] != '_' && s[i] != '-')
+			return false;
+	return i >= 1 && i < SQ_CFG_NAME_LEN;
+}
+
+static int
+get_name(struct ctx *c, const yaml_node_t *node, const char *base, const char *key,
+	 char out[SQ_CFG_NAME_LEN])
+{
+	const char *s;
+
+	if (node == NULL)
+		return 0;
+	s = scalar_text(node);
+	if (s == NULL || !name_is_ok(s))
+		return fail(c, node, base, key,
+			    "expected a name of 1 to %d characters from [A-Za-z0-9_-], got %s",
+			    SQ_CFG_NAME_LEN - 1, describe(c, node));
+	strcpy(out, s);
+	return 0;
+}
+
+static int
+get_str(struct ctx *c, const yaml_node_t *node, const char *base, const char *key, char *out,
+	size_t len)
+{
+	const char *s;
+
+	if (node == NULL)
+		return 0;
+	s = scalar_text(node);
+	if (s == NULL || s[0] == '\0' || strlen(s) >= len)
+		return fail(c, node, base, key,
+			    "expected a non-empty string of at most %zu characters, got %s", len - 1,
+			    describe(c, node));
+	strcpy(out, s);
+	return 0;
+}
+
+static int
+hex_digit(char ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	ch = (char)tolower((unsigned char)ch);
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	return -1;
+}
+
+/* Exactly "xx:xx:xx:xx:xx:xx", hex digits in either case. */
+static bool
+parse_mac(const char *s, struct rte_ether_addr *mac)
+{
+	int i, hi, lo;
+
+	if (strlen(s) != 17)
+		return false;
+	for (i = 0; i < RTE_ETHER_ADDR_LEN; i++, s += 3) {
+		hi = hex_digit(s[0]);
+		lo = hex_digit(s[1]);
+		if (hi < 0 || lo < 0 || (i < RTE_ETHER_ADDR_LEN - 1 && s[2] != ':'))
+			return false;
+		mac->addr_bytes[i] = (uint8_t)(hi << 4 | lo);
+	}
+	return true;
+}
+
+static int
+get_mac(struct ctx *c, const yaml_node_t *node, const char *base, const char *key,
+	struct rte_ether_addr *mac, bool *has_mac)
+{
+	const char *s;
+
+	if (node == NULL)
+		return 0;
+	s = scalar_text(node);
+	if (s == NULL || !parse_mac(s, mac))
+		return fail(c, node, base, key,
+			    "expected a MAC address like \"02:00:00:00:00:01\", got %s",
+			    describe(c, node));
+	*has_mac = true;
+	return 0;
+}
+
+static int
+get_mode(struct ctx *c, const yaml_node_t *node, const char *base, const char *key,
+	 uint32_t *mode)
+{
+	const char *s;
+
+	if (node == NULL)
+		return 0;
+	s = scalar_text(node);
+	if (s != NULL && strcmp(s, "sleep") == 0)
+		*mode = SQ_NF_MODE_SLEEP;
+	else if (s != NULL && strcmp(s, "poll") == 0)
+		*mode = SQ_NF_MODE_POLL;
+	else
+		return fail(c, node, base, key, "expected \"sleep\" or \"poll\", got %s",
+			    describe(c, node));
+	return 0;
+}
+
+typedef int (*index_fn)(const struct sq_config *cfg, const char *name);
+
+/* A reference by name to a port/service/chain defined earlier in the file. */
+static int
+get_ref(struct ctx *c, const yaml_node_t *node, const char *base, const char *key,
+	const char *what, index_fn find, int *idx)
+{
+	const char *s;
+
+	if (node == NULL)
+		return 0;
+	s = scalar_text(node);
+	if (s == NULL)
+		return fail(c, node, base, key, "expected a %s name, got %s", what,
+			    describe(c, node));
+	*idx = find(c->cfg, s);
+	if (*idx < 0)
+		return fail(c, node, base, key, "unknown %s \"%s\"", what, s);
+	return 0;
+}
+
+/* A sequence of min..max entries; *n is its length. */
+static int
+get_seq(struct ctx *c, const yaml_node_t *node, const char *base, const char *key,
+	unsigned int min, unsigned int max, unsigned int *n)
+{
+	if (node->type != YAML_SEQUENCE_NODE)
+		return fail(c, node, base, key, "expected a sequence of %u to %u entries, got %s",
+			    min, max, describe(c, node));
+	*n = node->data.sequence.items.top - node->data.sequence.items.start;
+	if (*n < min || *n > max)
+		return fail(c, node, base, key, "expected %u to %u entries, got %u", min, max, *n);
+	return 0;
+}
+
+/*
+ * Check that @p map is a mapping whose keys are all in @p keys, each at most
+ * once, with every key in the @p required mask; vals[i] is the value of
+ * keys[i], NULL if absent.
+ */
+static int
+map_get(struct ctx *c, const yaml_node_t *map, const char *base, const char *const keys[],
+	unsigned int n_keys, unsigned int required, yaml_node_t *vals[])
+{
+	const yaml_node_pair_t *pair;
+	const yaml_node_t *key;
+	const char *name;
+	unsigned int i;
+
+	memset(vals, 0, n_keys * sizeof(vals[0]));
+	if (map->type != YAML_MAPPING_NODE)
+		return fail(c, map, base, NULL, "expected a mapping, got %s", describe(c, map));
+	for (pair = map->data.mapping.pairs.start; pair < map->data.mapping.pairs.top; pair++) {
+		key = yaml_document_get_node(c->doc, pair->key);
+		name = scalar_text(key);
+		if (name == NULL)
+			return fail(c, key, base, NULL, "expected a key name, got %s",
+				    describe(c, key));
+		for (i = 0; i < n_keys && strcmp(name, keys[i]) != 0; i++)
+			;
+		if (i == n_keys)
+			return fail(c, key, base, name, "unknown key");
+		if (vals[i] != NULL)
+			return fail(c, key, base, name, "duplicate key");
+		vals[i] = yaml_document_get_node(c->doc, pair->value);
+	}
+	for (i = 0; i < n_keys; i++)
+		if ((required & REQ(i)) != 0 && vals[i] == NULL)
+			return fail(c, map, base, NULL, "missing required key \"%s\"", keys[i]);
+	return 0;
+}
+
+/* 0 for an executable regular file, -EACCES for another file, -ENOENT for none. */
+static int
+exec_probe(const char *file)
+{
+	struct stat st;
+
+	if (stat(file, &st) < 0)
+		return -ENOENT;
+	if (!S_ISREG(st.st_mode) || access(file, X_OK) < 0)
+		return -EACCES;
+	return 0;
+}
+
+struct exec_hit {
+	char file[PATH_MAX];
+	int ret; /* as exec_probe(): the first executable, else the first file */
+};
+
+/* Look for @p name in each directory of the colon-separated @p dirs. */
+static void
+exec_search(const char *dirs, const char *name, struct exec_hit *hit)
+{
+	char file[PATH_MAX];
+	const char *end;
+	size_t len;
+	int n, ret;
+
+	for (; dirs != NULL && *dirs != '\0' && hit->ret != 0; dirs = end + (*end == ':')) {
+		end = strchrnul(dirs, ':');
+		len = end - dirs;
+		if (len == 0) /* unlike execvp, an empty entry does not mean "." */
+			continue;
+		n = snprintf(file, sizeof(file), "%.*s/%s", (int)len, dirs, name);
+		if (n < 0 || (size_t)n >= sizeof(file))
+			continue;
+		ret = exec_probe(file);
+		if (ret == 0 || (ret == -EACCES && hit->ret == -ENOENT)) {
+			strcpy(hit->file, file);
+			hit->ret = ret;
+		}
+	}
+}
+
+/* A name with a '/' is relative to the config file's directory. */
+static void
+exec_at_path(const struct ctx *c, const char *name, struct exec_hit *hit)
+{
+	const char *slash = strrchr(c->path, '/');
+	int n;
+
+	if (name[0] == '/' || slash == NULL)
+		n = snprintf(hit->file, sizeof(hit->file), "%s", name);
+	else
+		n = snprintf(hit->file, sizeof(hit->file), "%.*s/%s", (int)(slash - c->path),
+			     c->path, name);
+	hit->ret = n < 0 || (size_t)n >= sizeof(hit->file) ? -ENOENT : exec_probe(hit->file);
+}
+
+static int
+get_exec(struct ctx *c, const yaml_node_t *node, const char *base, const char *key,
+	 char out[SQ_CFG_PATH_LEN])
+{
+	struct exec_hit hit = { .ret = -ENOENT };
+	char real[PATH_MAX];
+	const char *name;
+
+	name = scalar_text(node);
+	if (name == NULL || name[0] == '\0')
+		return fail(c, node, base, key, "expected a program name or path, got %s",
+			    describe(c, node));
+	if (strchr(name, '/') != NULL) {
+		exec_at_path(c, name, &hit);
+	} else {
+		exec_search(c->nf_path, name, &hit);
+		exec_search(getenv("PATH"), name, &hit);
+	}
+	if (hit.ret == -ENOENT && name[0] == '/')
+		return fail(c, node, base, key, "\"%s\" not found", name);
+	if (hit.ret == -ENOENT && strchr(name, '/') != NULL)
+		return fail(c, node, base, key, "\"%s\" not found (looked for \"%s\")", name,
+			    hit.file);
+	if (hit.ret == -ENOENT)
+		return fail(c, node, base, key, "\"%s\" not found in %s%s$PATH", name,
+			    c->nf_path != NULL ? c->nf_path : "",
+			    c->nf_path != NULL && c->nf_path[0] != '\0' ? " or " : "");
+	if (realpath(hit.file, real) == NULL)
+		return fail(c, node, base, key, "\"%s\": %s", hit.file, strerror(errno));
+	if (hit.ret == -EACCES)
+		return fail(c, node, base, key, "\"%s\" is not executable", real);
+	if (strlen(real) >= SQ_CFG_PATH_LEN)
+		return fail(c, node, base, key, "\"%s\": path longer than %d characters", real,
+			    SQ_CFG_PATH_LEN - 1);
+	strcpy(out, real);
+	return 0;
+}
+
+static int
+get_args(struct ctx *c, const yaml_node_t *node, const char *base, const char *key,
+	 struct sq_cfg_service *svc)
+{
+	const yaml_node_t *item;
+	char field[64];
+	const char *s;
+	unsigned int i, n = 0;
+	int ret;
+
+	if (node == NULL)
+		return 0;
+	ret = get_seq(c, node, base, key, 0, SQ_MAX_NF_ARGS, &n);
+	if (ret < 0)
+		return ret;
+	for (i = 0; i < n; i++) {
+		item = seq_item(c, node, i);
+		snprintf(field, sizeof(field), "%s.%s[%u]", base, key, i);
+		s = scalar_text(item);
+		if (s == NULL)
+			return fail(c, item, field, NULL, "expected a string, got %s",
+				    describe(c, item));
+		svc->args[i] = strdup(s);
+		if (svc->args[i] == NULL)
+			return fail_nomem(c, item, field, NULL);
+		svc->n_args = i + 1;
+	}
+	return 0;
+}
+
+enum { MGR_NAME, MGR_REGION_MB, MGR_MBUFS, MGR_DATA_ROOM, MGR_STATS_MS, MGR_NF_CORE,
+       MGR_RX_BURST, MGR_N_KEYS };
+static const char *const mgr_keys[MGR_N_KEYS] = {
+	"name", "region_mb", "mbufs", "mbuf_data_room", "stats_interval_ms", "nf_core",
+	"rx_burst",
+};
+
+static int
+parse_manager(struct ctx *c, const yaml_node_t *node)
+{
+	struct sq_config *cfg = c->cfg;
+	yaml_node_t *v[MGR_N_KEYS];
+	const char *b = "manager";
+	int ret;
+
+	if (node == NULL)
+		return 0;
+	ret = map_get(c, node, b, mgr_keys, MGR_N_KEYS, 0, v);
+	if (ret == 0)
+		ret = get_name(c, v[MGR_NAME], b, "name", cfg->name);
+	if (ret == 0)
+		ret = get_u32(c, v[MGR_REGION_MB], b, "region_mb", 16, 65536, &cfg->region_mb);
+	if (ret == 0)
+		ret = get_u32(c, v[MGR_MBUFS], b, "mbufs", 1023, 4194303, &cfg->mbufs);
+	if (ret == 0)
+		ret = get_u32(c, v[MGR_DATA_ROOM], b, "mbuf_data_room", 512, 65535,
+			      &cfg->mbuf_data_room);
+	if (ret == 0)
+		ret = get_u32(c, v[MGR_STATS_MS], b, "stats_interval_ms", 0, 3600000,
+			      &cfg->stats_interval_ms);
+	if (ret == 0)
+		ret = get_i32(c, v[MGR_NF_CORE], b, "nf_core", -1, 1023, &cfg->nf_core);
+	if (ret == 0)
+		ret = get_u32(c, v[MGR_RX_BURST], b, "rx_burst", 1, 256, &cfg->rx_burst);
+	return ret;
+}
+
+/* devargs: one string, or a list of alternatives tried in order. */
+static int
+get_devargs(struct ctx *c, const yaml_node_t *node, const char *base, struct sq_cfg_port *port)
+{
+	char field[64];
+	unsigned int i, n = 0;
+	int ret;
+
+	if (node->type != YAML_SEQUENCE_NODE) {
+		port->n_devargs = 1;
+		return get_str(c, node, base, "devargs", port->devargs[0], SQ_CFG_DEVARGS_LEN);
+	}
+	ret = get_seq(c, node, base, "devargs", 1, SQ_MAX_DEVARGS_ALT, &n);
+	for (i = 0; ret == 0 && i < n; i++) {
+		snprintf(field, sizeof(field), "devargs[%u]", i);
+		ret = get_str(c, seq_item(c, node, i), base, field, port->devargs[i],
+			      SQ_CFG_DEVARGS_LEN);
+		port->n_devargs = (uint16_t)(i + 1);
+	}
+	return ret;
+}
+
+enum { PORT_NAME, PORT_DEVARGS, PORT_RX_DESC, PORT_TX_DESC, PORT_N_KEYS };
+static const char *const port_keys[PORT_N_KEYS] = { "name", "devargs", "rx_desc", "tx_desc" };
+
+static int
+parse_port(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_cfg_port *port)
+{
+	yaml_node_t *v[PORT_N_KEYS];
+	int ret, dup;
+
+	port->rx_desc = 1024;
+	port->tx_desc = 1024;
+	port->line = node_line(node);
+	ret = map_get(c, node, b, port_keys, PORT_N_KEYS, REQ(PORT_NAME) | REQ(PORT_DEVARGS), v);
+	if (ret == 0)
+		ret = get_name(c, v[PORT_NAME], b, "name", port->name);
+	dup = ret == 0 ? sq_config_port_index(c->cfg, port->name) : -1;
+	if (dup >= 0)
+		return fail(c, v[PORT_NAME], b, "name", "duplicate port name \"%s\" (first at line %d)",
+			    port->name, c->cfg->ports[dup].line);
+	if (ret == 0)
+		ret = get_devargs(c, v[PORT_DEVARGS], b, port);
+	if (ret == 0)
+		ret = get_u16(c, v[PORT_RX_DESC], b, "rx_desc", 64, 16384, &port->rx_desc);
+	if (ret == 0)
+		ret = get_u16(c, v[PORT_TX_DESC], b, "tx_desc", 64, 16384, &port->tx_desc);
+	return ret;
+}
+
+static int
+parse_ports(struct ctx *c, const yaml_node_t *node)
+{
+	struct sq_config *cfg = c->cfg;
+	unsigned int i, n = 0;
+	char b[32];
+	int ret;
+
+	ret = get_seq(c, node, "", "ports", 1, SQ_MAX_PORTS, &n);
+	for (i = 0; ret == 0 && i < n; i++) {
+		snprintf(b, sizeof(b), "ports[%u]", i);
+		ret = parse_port(c, seq_item(c, node, i), b, &cfg->ports[i]);
+		if (ret == 0)
+			cfg->n_ports = i + 1;
+	}
+	return ret;
+}
+
+enum { SVC_NAME, SVC_EXEC, SVC_ARGS, SVC_MODE, SVC_INSTANCES, SVC_RING_SLOTS, SVC_BURST_MAX,
+       SVC_BUDGET, SVC_SPIN_US, SVC_N_KEYS };
+static const char *const svc_keys[SVC_N_KEYS] = {
+	"name", "exec", "args", "mode", "instances", "ring_slots", "burst_max",
+	"batch_budget_pkts", "spin_us",
+};
+
+static int
+parse_service(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_cfg_service *svc)
+{
+	yaml_node_t *v[SVC_N_KEYS];
+	uint32_t spin_us = 20;
+	int ret, dup;
+
+	svc->mode = SQ_NF_MODE_SLEEP;
+	svc->instances = 1;
+	svc->ring_slots = 1024;
+	svc->burst_max = 32;
+	svc->batch_budget_pkts = 256;
+	svc->line = node_line(node);
+	ret = map_get(c, node, b, svc_keys, SVC_N_KEYS, REQ(SVC_NAME) | REQ(SVC_EXEC), v);
+	if (ret == 0)
+		ret = get_name(c, v[SVC_NAME], b, "name", svc->name);
+	dup = ret == 0 ? sq_config_service_index(c->cfg, svc->name) : -1;
+	if (dup >= 0)
+		return fail(c, v[SVC_NAME], b, "name",
+			    "duplicate service name \"%s\" (first at line %d)", svc->name,
+			    c->cfg->services[dup].line);
+	if (ret == 0)
+		ret = get_exec(c, v[SVC_EXEC], b, "exec", svc->exec);
+	if (ret == 0)
+		ret = get_args(c, v[SVC_ARGS], b, "args", svc);
+	if (ret == 0)
+		ret = get_mode(c, v[SVC_MODE], b, "mode", &svc->mode);
+	if (ret == 0)
+		ret = get_u32(c, v[SVC_INSTANCES], b, "instances", 1, 4096, &svc->instances);
+	if (ret == 0)
+		ret = get_pow2_u32(c, v[SVC_RING_SLOTS], b, "ring_slots", 64, 65536,
+				   &svc->ring_slots);
+	if (ret == 0)
+		ret = get_u32(c, v[SVC_BURST_MAX], b, "burst_max", 1, SQ_NF_BURST_MAX,
+			      &svc->burst_max);
+	if (ret == 0)
+		ret = get_u32(c, v[SVC_BUDGET], b, "batch_budget_pkts", 0, 1000000,
+			      &svc->batch_budget_pkts);
+	if (ret == 0)
+		ret = get_u32(c, v[SVC_SPIN_US], b, "spin_us", 0, 1000000, &spin_us);
+	svc->spin_ns = (uint64_t)spin_us * 1000;
+	return ret;
+}
+
+static int
+parse_services(struct ctx *c, const yaml_node_t *node)
+{
+	struct sq_config *cfg = c->cfg;
+	unsigned int i, n = 0;
+	char b[32];
+	int ret;
+
+	ret = get_seq(c, node, "", "services", 1, SQ_MAX_SERVICES, &n);
+	for (i = 0; ret == 0 && i < n; i++) {
+		snprintf(b, sizeof(b), "services[%u]", i);
+		ret = parse_service(c, seq_item(c, node, i), b, &cfg->services[i]);
+		if (ret == 0)
+			cfg->n_services = i + 1;
+	}
+	return ret;
+}
+
+static int
+get_hops(struct ctx *c, const yaml_node_t *node, const char *b, const char *key,
+	 struct sq_cfg_chain *chain)
+{
+	unsigned int i, n = 0;
+	char field[64];
+	int ret, idx = -1;
+
+	ret = get_seq(c, node, b, key, 1, SQ_MAX_HOPS, &n);
+	for (i = 0; ret == 0 && i < n; i++) {
+		snprintf(field, sizeof(field), "%s.%s[%u]", b, key, i);
+		ret = get_ref(c, seq_item(c, node, i), field, NULL, "service",
+			      sq_config_service_index, &idx);
+		chain->services[i] = (uint16_t)idx;
+	}
+	if (ret == 0)
+		chain->n_hops = (uint16_t)n;
+	return ret;
+}
+
+enum { CHAIN_NAME, CHAIN_SERVICES, CHAIN_N_KEYS };
+static const char *const chain_keys[CHAIN_N_KEYS] = { "name", "services" };
+
+static int
+parse_chain(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_cfg_chain *chain)
+{
+	yaml_node_t *v[CHAIN_N_KEYS];
+	int ret, dup;
+
+	chain->line = node_line(node);
+	ret = map_get(c, node, b, chain_keys, CHAIN_N_KEYS,
+		      REQ(CHAIN_NAME) | REQ(CHAIN_SERVICES), v);
+	if (ret == 0)
+		ret = get_name(c, v[CHAIN_NAME], b, "name", chain->name);
+	dup = ret == 0 ? sq_config_chain_index(c->cfg, chain->name) : -1;
+	if (dup >= 0)
+		return fail(c, v[CHAIN_NAME], b, "name",
+			    "duplicate chain name \"%s\" (first at line %d)", chain->name,
+			    c->cfg->chains[dup].line);
+	if (ret == 0)
+		ret = get_hops(c, v[CHAIN_SERVICES], b, "services", chain);
+	return ret;
+}
+
+static int
+parse_chains(struct ctx *c, const yaml_node_t *node)
+{
+	struct sq_config *cfg = c->cfg;
+	unsigned int i, n = 0;
+	char b[32];
+	int ret;
+
+	ret = get_seq(c, node, "", "chains", 1, SQ_MAX_CHAINS, &n);
+	for (i = 0; ret == 0 && i < n; i++) {
+		snprintf(b, sizeof(b), "chains[%u]", i);
+		ret = parse_chain(c, seq_item(c, node, i), b, &cfg->chains[i]);
+		if (ret == 0)
+			cfg->n_chains = i + 1;
+	}
+	return ret;
+}
+
+enum { RULE_IN_PORT, RULE_DST_MAC, RULE_CHAIN, RULE_OUT_PORT, RULE_N_KEYS };
+static const char *const rule_keys[RULE_N_KEYS] = { "in_port", "dst_mac", "chain", "out_port" };
+
+static int
+parse_rule(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_cfg_rule *rule)
+{
+	yaml_node_t *v[RULE_N_KEYS];
+	int in_port = -1, chain = -1, out_port = -1;
+	int ret;
+
+	rule->line = node_line(node);
+	ret = map_get(c, node, b, rule_keys, RULE_N_KEYS, REQ(RULE_CHAIN) | REQ(RULE_OUT_PORT), v);
+	if (ret == 0)
+		ret = get_ref(c, v[RULE_IN_PORT], b, "in_port", "port", sq_config_port_index,
+			      &in_port);
+	if (ret == 0)
+		ret = get_mac(c, v[RULE_DST_MAC], b, "dst_mac", &rule->dst_mac,
+			      &rule->has_dst_mac);
+	if (ret == 0)
+		ret = get_ref(c, v[RULE_CHAIN], b, "chain", "chain", sq_config_chain_index, &chain);
+	if (ret == 0)
+		ret = get_ref(c, v[RULE_OUT_PORT], b, "out_port", "port", sq_config_port_index,
+			      &out_port);
+	rule->in_port = (int16_t)in_port;
+	rule->chain = (uint16_t)chain;
+	rule->out_port = (uint16_t)out_port;
+	return ret;
+}
+
+static int
+parse_rules(struct ctx *c, const yaml_node_t *node)
+{
+	struct sq_config *cfg = c->cfg;
+	unsigned int i, n = 0;
+	char b[32];
+	int ret;
+
+	ret = get_seq(c, node, "", "rules", 1, SQ_MAX_RULES, &n);
+	for (i = 0; ret == 0 && i < n; i++) {
+		snprintf(b, sizeof(b), "rules[%u]", i);
+		ret = parse_rule(c, seq_item(c, node, i), b, &cfg->rules[i]);
+		if (ret == 0)
+			cfg->n_rules = i + 1;
+	}
+	return ret;
+}
+
+enum { TOP_MANAGER, TOP_PORTS, TOP_SERVICES, TOP_CHAINS, TOP_RULES, TOP_N_KEYS };
+static const char *const top_keys[TOP_N_KEYS] = {
+	"manager", "ports", "services", "chains", "rules",
+};
+
+/* Sections in dependency order: chains name services, rules name ports and chains. */
+static int
+parse_root(struct ctx *c, const yaml_node_t *root)
+{
+	yaml_node_t *v[TOP_N_KEYS];
+	int ret;
+
+	if (root == NULL)
+		return fail_line(c, 1, "", NULL, "empty file, expected a mapping");
+	ret = map_get(c, root, "", top_keys, TOP_N_KEYS,
+		      REQ(TOP_PORTS) | REQ(TOP_SERVICES) | REQ(TOP_CHAINS) | REQ(TOP_RULES), v);
+	if (ret == 0)
+		ret = parse_manager(c, v[TOP_MANAGER]);
+	if (ret == 0)
+		ret = parse_ports(c, v[TOP_PORTS]);
+	if (ret == 0)
+		ret = parse_services(c, v[TOP_SERVICES]);
+	if (ret == 0)
+		ret = parse_chains(c, v[TOP_CHAINS]);
+	if (ret == 0)
+		ret = parse_rules(c, v[TOP_RULES]);
+	return ret;
+}
+
+static int
+parse_error(struct ctx *c, const yaml_parser_t *parser)
+{
+	if (parser->error == YAML_MEMORY_ERROR) {
+		fail_line(c, 1, "", NULL, "out of memory");
+		return -ENOMEM;
+	}
+	if (parser->context != NULL)
+		return fail_line(c, parser->problem_mark.line + 1, "", NULL, "%s (%s at line %zu)",
+				 parser->problem, parser->context,
+				 parser->context_mark.line + 1);
+	return fail_line(c, parser->problem_mark.line + 1, "", NULL, "%s",
+			 parser->problem != NULL ? parser->problem : "cannot parse YAML");
+}
+
+/* Read the first YAML document of the file; on success the caller deletes @p doc. */
+static int
+load_doc(struct ctx *c, yaml_document_t *doc)
+{
+	yaml_parser_t parser;
+	struct stat st;
+	FILE *f;
+	int ret = 0;
+
+	f = fopen(c->path, "rb");
+	if (f != NULL && fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+		fclose(f);
+		f = NULL;
+		errno = EISDIR;
+	}
+	if (f == NULL) {
+		if (c->err != NULL && c->err_len > 0)
+			snprintf(c->err, c->err_len, "%s: cannot open: %s", c->path,
+				 strerror(errno));
+		return -ENOENT;
+	}
+	if (!yaml_parser_initialize(&parser)) {
+		fail_line(c, 1, "", NULL, "out of memory");
+		ret = -ENOMEM;
+		goto out_close;
+	}
+	yaml_parser_set_input_file(&parser, f);
+	if (!yaml_parser_load(&parser, doc))
+		ret = parse_error(c, &parser);
+	yaml_parser_delete(&parser);
+out_close:
+	fclose(f);
+	return ret;
+}
+
+static void
+set_defaults(struct sq_config *cfg)
+{
+	strcpy(cfg->name, "squall");
+	cfg->region_mb = 256;
+	cfg->mbufs = 16383;
+	cfg->mbuf_data_room = RTE_MBUF_DEFAULT_BUF_SIZE;
+	cfg->stats_interval_ms = 1000;
+	cfg->nf_core = -1;
+	cfg->rx_burst = 32;
+}
+
+int
+sq_config_load(const char *path, const char *nf_path, struct sq_config *cfg, char *err,
+	       size_t err_len)
+{
+	struct ctx c = {
+		.path = path, .nf_path = nf_path, .cfg = cfg, .err = err, .err_len = err_len,
+	};
+	yaml_document_t doc;
+	int ret;
+
+	memset(cfg, 0, sizeof(*cfg));
+	set_defaults(cfg);
+	if (err != NULL && err_len > 0)
+		err[0] = '\0';
+	if (strlen(path) >= sizeof(cfg->path)) {
+		if (err != NULL && err_len > 0)
+			snprintf(err, err_len, "%.64s...: path longer than %zu characters", path,
+				 sizeof(cfg->path) - 1);
+		return -EINVAL;
+	}
+	strcpy(cfg->path, path);
+	ret = load_doc(&c, &doc);
+	if (ret < 0)
+		return ret;
+	c.doc = &doc;
+	ret = parse_root(&c, yaml_document_get_root_node(&doc));
+	yaml_document_delete(&doc);
+	if (ret < 0)
+		sq_config_free(cfg);
+	return ret;
+}
+
+void
+sq_config_free(struct sq_config *cfg)
+{
+	unsigned int i, j;
+
+	/* All of services[], not n_services: a failed load may stop mid-service. */
+	for (i = 0; i < SQ_MAX_SERVICES; i++) {
+		for (j = 0; j < SQ_MAX_NF_ARGS; j++) {
+			free(cfg->services[i].args[j]);
+			cfg->services[i].args[j] = NULL;
+		}
+		cfg->services[i].n_args = 0;
+	}
+}
+
+int
+sq_config_port_index(const struct sq_config *cfg, const char *name)
+{
+	int i;
+
+	for (i = 0; i < cfg->n_ports; i++)
+		if (strcmp(cfg->ports[i].name, name) == 0)
+			return i;
+	return -1;
+}
+
+int
+sq_config_service_index(const struct sq_config *cfg, const char *name)
+{
+	int i;
+
+	for (i = 0; i < cfg->n_services; i++)
+		if (strcmp(cfg->services[i].name, name) == 0)
+			return i;
+	return -1;
+}
+
+int
+sq_config_chain_index(const struct sq_config *cfg, const char *name)
+{
+	int i;
+
+	for (i = 0; i < cfg->n_chains; i++)
+		if (strcmp(cfg->chains[i].name, name) == 0)
+			return i;
+	return -1;
+}

@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * squall-mgr configuration: the YAML file, parsed into plain structs.
+ */
+#ifndef SQUALL_MGR_CONFIG_H
+#define SQUALL_MGR_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <rte_ether.h>
+
+#define SQ_MAX_PORTS 16
+#define SQ_MAX_SERVICES 64
+#define SQ_MAX_CHAINS 64
+#define SQ_MAX_HOPS 16
+#define SQ_MAX_RULES 256
+#define SQ_MAX_NF_ARGS 16
+#define SQ_CFG_NAME_LEN 32
+#define SQ_CFG_PATH_LEN 512
+#define SQ_CFG_DEVARGS_LEN 512
+#define SQ_CFG_ERR_LEN 1024
+#define SQ_MAX_DEVARGS_ALT 4
+
+struct sq_cfg_port {
+	char name[SQ_CFG_NAME_LEN];
+	/* "net_pcap0,rx_pcap=in.pcap" or a PCI address; alternatives are tried
+	 * in order (net_af_xdp, falling back to net_af_packet) */
+	char devargs[SQ_MAX_DEVARGS_ALT][SQ_CFG_DEVARGS_LEN];
+	uint16_t n_devargs;
+	uint16_t rx_desc;                 /* default 1024 */
+	uint16_t tx_desc;                 /* default 1024 */
+	int line;                         /* for errors found later (DPDK rejects devargs) */
+};
+
+struct sq_cfg_service {
+	char name[SQ_CFG_NAME_LEN];
+	char exec[SQ_CFG_PATH_LEN]; /* resolved absolute path of the NF binary */
+	char *args[SQ_MAX_NF_ARGS + 1];  /* NULL-terminated; strdup'ed */
+	uint32_t n_args;
+	uint32_t mode;               /* enum sq_nf_mode; default sleep */
+	uint32_t instances;          /* default 1 */
+	uint32_t ring_slots;         /* rx and tx ring size, power of 2; default 1024 */
+	uint32_t burst_max;          /* default 32 */
+	uint32_t batch_budget_pkts;  /* default 256 */
+	uint64_t spin_ns;            /* default 20000 */
+	int line;
+};
+
+struct sq_cfg_chain {
+	char name[SQ_CFG_NAME_LEN];
+	uint16_t services[SQ_MAX_HOPS]; /* indexes into services[] */
+	uint16_t n_hops;                /* >= 1 */
+	int line;
+};
+
+struct sq_cfg_rule {
+	int16_t in_port;                 /* index into ports[], -1: any */
+	bool has_dst_mac;
+	struct rte_ether_addr dst_mac;
+	uint16_t chain;                  /* index into chains[] */
+	uint16_t out_port;               /* index into ports[] */
+	int line;
+};
+
+struct sq_config {
+	char path[SQ_CFG_PATH_LEN];
+	/* manager: */
+	char name[SQ_CFG_NAME_LEN];      /* default "squall"; names the region file */
+	uint32_t region_mb;              /* default 256 */
+	uint32_t mbufs;                  /* default 16383 */
+	uint32_t mbuf_data_room;         /* default RTE_MBUF_DEFAULT_BUF_SIZE */
+	uint32_t stats_interval_ms;      /* default 1000; 0 = no periodic line */
+	int32_t nf_core;                 /* CPU NFs are pinned to; -1: not pinned; default -1 */
+	uint32_t rx_burst;               /* default 32 */
+
+	struct sq_cfg_port ports[SQ_MAX_PORTS];
+	uint16_t n_ports;
+	struct sq_cfg_service services[SQ_MAX_SERVICES];
+	uint16_t n_services;
+	struct sq_cfg_chain chains[SQ_MAX_CHAINS];
+	uint16_t n_chains;
+	struct sq_cfg_rule rules[SQ_MAX_RULES];
+	uint16_t n_rules;
+};
+
+/**
+ * Parse and check a config file.
+ * @param nf_path colon-separated directories searched for a service's exec
+ *   when it has no '/', before $PATH (may be NULL).
+ * @param err filled with "file:line: field: what is wrong" on failure.
+ * @return 0, -EINVAL for a bad config (err says why), -ENOENT if the file
+ *   cannot be read, -ENOMEM.
+ */
+int sq_config_load(const char *path, const char *nf_path, struct sq_config *cfg, char *err,
+		   size_t err_len);
+
+/** Free what sq_config_load() allocated (the NF args). */
+void sq_config_free(struct sq_config *cfg);
+
+/** Index of the port/service/chain named @p name, or -1. */
+int sq_config_port_index(const struct sq_config *cfg, const char *name);
+int sq_config_service_index(const struct sq_config *cfg, const char *name);
+int sq_config_chain_index(const struct sq_config *cfg, const char *name);
+
+#endif /* SQUALL_MGR_CONFIG_H */

@@ -1,0 +1,361 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * squall-mgr: the DPDK primary. Reads the config, builds the shared region,
+ * starts the ports and the NFs, and runs the roles until told to stop.
+ * Exit status: 0 ok, 1 failed at run time, 2 bad arguments or config.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <rte_cycles.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_version.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+
+#include "mgr.h"
+
+RTE_LOG_REGISTER(sq_logtype_mgr, squall.mgr, NOTICE);
+
+enum exit_code { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2 };
+
+#define CTL_PERIOD_MS 10
+#define MAX_EAL_ARGS 64
+
+struct options {
+	const char *config;
+	const char *nf_path;
+	const char *exit_stats;
+	const char *region_dir;
+	uint64_t run_ms;
+	uint64_t idle_exit_ms;
+	bool check_only;
+	bool quiet;
+	int eal_argc;
+	char **eal_argv;
+};
+
+static volatile bool stop_requested;
+
+static void
+on_signal(int sig)
+{
+	(void)sig;
+	stop_requested = true;
+}
+
+static void
+usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: squall-mgr [OPTIONS] CONFIG [-- EAL-ARGS...]\n"
+		"\n"
+		"Run the Squall packet manager with the ports, NFs, chains and rules of the\n"
+		"YAML file CONFIG (see README.md). Stops cleanly on SIGINT or SIGTERM.\n"
+		"\n"
+		"Options:\n"
+		"  --check             check CONFIG and exit: 0 if good, 2 if not\n"
+		"  --nf-path DIRS      colon-separated directories searched first for NF\n"
+		"                      executables named without a '/' (then %s,\n"
+		"                      %s, $PATH)\n"
+		"  --region-dir DIR    create the shared region file in DIR (default:\n"
+		"                      /dev/hugepages if hugetlbfs is mounted, else /dev/shm)\n"
+		"  --exit-stats FILE   write the final counters as JSON to FILE on exit\n"
+		"  --run-s SECONDS     stop after SECONDS (may be fractional)\n"
+		"  --idle-exit-ms MS   stop once no packet moved for MS ms after the first did\n"
+		"  -q, --quiet         no periodic stats line\n"
+		"  -h, --help          this text\n"
+		"  --version           print the version\n"
+		"\n"
+		"EAL-ARGS go to DPDK as they are; the defaults are -l 0 --in-memory\n"
+		"--file-prefix squall-NAME (NAME is manager.name), --no-huge if no hugepages\n"
+		"are free. Give two lcores (e.g. -- -l 0,2) to run rx on its own lcore.\n"
+		"\n"
+		"Exit status: 0 ok, 1 failed at run time (or mbufs leaked), 2 bad arguments or\n"
+		"config.\n",
+		SQ_NF_BUILD_DIR, SQ_NF_INSTALL_DIR);
+}
+
+static int
+parse_args(int argc, char **argv, struct options *o)
+{
+	static const struct option longopts[] = {
+		{ "check", no_argument, NULL, 'c' },
+		{ "nf-path", required_argument, NULL, 'n' },
+		{ "region-dir", required_argument, NULL, 'r' },
+		{ "exit-stats", required_argument, NULL, 'e' },
+		{ "run-s", required_argument, NULL, 's' },
+		{ "idle-exit-ms", required_argument, NULL, 'i' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	char *end;
+	int opt;
+
+	while ((opt = getopt_long(argc, argv, "qh", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'c': o->check_only = true; break;
+		case 'n': o->nf_path = optarg; break;
+		case 'r': o->region_dir = optarg; break;
+		case 'e': o->exit_stats = optarg; break;
+		case 'q': o->quiet = true; break;
+		case 's': {
+			double s = strtod(optarg, &end);
+
+			if (*end != '\0' || s <= 0) {
+				fprintf(stderr, "squall-mgr: --run-s: expected seconds > 0, got \"%s\"\n",
+					optarg);
+				return -EINVAL;
+			}
+			o->run_ms = (uint64_t)(s * 1000);
+			break;
+		}
+		case 'i':
+			o->idle_exit_ms = strtoull(optarg, &end, 10);
+			if (*end != '\0' || o->idle_exit_ms == 0) {
+				fprintf(stderr, "squall-mgr: --idle-exit-ms: expected ms > 0, got \"%s\"\n",
+					optarg);
+				return -EINVAL;
+			}
+			break;
+		case 'h': usage(stdout); exit(EXIT_OK);
+		case 'V': printf("squall-mgr %s (DPDK %s)\n", SQ_VERSION, rte_version()); exit(EXIT_OK);
+		default: usage(stderr); return -EINVAL;
+		}
+	}
+	if (optind >= argc) {
+		fprintf(stderr, "squall-mgr: no CONFIG given (try --help)\n");
+		return -EINVAL;
+	}
+	o->config = argv[optind++];
+	/* getopt_long stops at "--"; the rest is DPDK's. */
+	o->eal_argc = argc - optind;
+	o->eal_argv = argv + optind;
+	return 0;
+}
+
+static bool
+hugepages_free(void)
+{
+	FILE *f = fopen("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages", "r");
+	unsigned long n = 0;
+
+	if (f == NULL)
+		return false;
+	if (fscanf(f, "%lu", &n) != 1)
+		n = 0;
+	fclose(f);
+	return n >= 64;
+}
+
+static bool
+user_gave(const struct options *o, const char *flag)
+{
+	for (int i = 0; i < o->eal_argc; i++)
+		if (strncmp(o->eal_argv[i], flag, strlen(flag)) == 0)
+			return true;
+	return false;
+}
+
+/* DPDK's own arguments: our defaults, then the user's, which win. */
+static int
+init_eal(const struct options *o, const struct sq_config *cfg, const char *prog)
+{
+	static char prefix[64];
+	char *args[MAX_EAL_ARGS];
+	int n = 0;
+
+	snprintf(prefix, sizeof(prefix), "--file-prefix=squall-%s", cfg->name);
+	args[n++] = (char *)(uintptr_t)prog;
+	if (!user_gave(o, "-l") && !user_gave(o, "--lcores") && !user_gave(o, "-c"))
+		args[n++] = "-l0";
+	if (!user_gave(o, "--file-prefix"))
+		args[n++] = prefix;
+	if (!user_gave(o, "--no-huge") && !user_gave(o, "--in-memory")) {
+		if (hugepages_free()) {
+			args[n++] = "--in-memory";
+		} else {
+			MGR_LOG(WARNING, "no free hugepages: DPDK runs with --no-huge\n");
+			args[n++] = "--no-huge";
+			args[n++] = "-m512";
+		}
+	}
+	args[n++] = "--no-pci";
+	args[n++] = "--log-level=pmd.net.pcap:warning";
+	for (int i = 0; i < o->eal_argc && n < MAX_EAL_ARGS - 1; i++)
+		args[n++] = o->eal_argv[i];
+	args[n] = NULL;
+	return rte_eal_init(n, args);
+}
+
+/* rx on its own lcore when DPDK gave us two. */
+static int
+rx_lcore_main(void *arg)
+{
+	struct mgr *mgr = arg;
+
+	while (!mgr->stop)
+		mgr_rx_poll(mgr);
+	return 0;
+}
+
+static void
+run_loop(struct mgr *mgr, const struct options *o, bool rx_elsewhere)
+{
+	uint64_t hz = rte_get_tsc_hz();
+	uint64_t ctl_period = hz / 1000 * CTL_PERIOD_MS;
+	uint64_t start = rte_rdtsc(), next_ctl = start + ctl_period;
+
+	while (!stop_requested) {
+		uint64_t now;
+
+		if (!rx_elsewhere)
+			mgr_rx_poll(mgr);
+		mgr_tx_poll(mgr);
+		now = rte_rdtsc();
+		if (now < next_ctl)
+			continue;
+		/* Off the hot path: reap NFs (a system call), print stats. */
+		next_ctl = now + ctl_period;
+		mgr_nfs_poll(mgr);
+		mgr_stats_poll(mgr);
+		if (o->run_ms != 0 && now - start > hz / 1000 * o->run_ms)
+			break;
+		if (o->idle_exit_ms != 0 && mgr->last_pkt_tsc != 0 &&
+		    now - mgr->last_pkt_tsc > hz / 1000 * o->idle_exit_ms)
+			break;
+	}
+}
+
+static int
+start(struct mgr *mgr, const struct options *o, char *err, size_t err_len)
+{
+	int ret;
+
+	ret = mgr_region_create(mgr, o->region_dir);
+	if (ret < 0)
+		return ret;
+	ret = mgr_nfs_init(mgr);
+	if (ret < 0)
+		return ret;
+	if (mgr_role_init(mgr, &mgr->rx) < 0 || mgr_role_init(mgr, &mgr->tx) < 0)
+		return -ENOMEM;
+	ret = mgr_ports_init(mgr, err, err_len);
+	if (ret < 0)
+		return ret;
+	if (mgr_telemetry_init(mgr) < 0)
+		MGR_LOG(WARNING, "telemetry commands not registered\n");
+	ret = mgr_nfs_spawn_all(mgr);
+	if (ret < 0)
+		return ret;
+	atomic_store(&mgr->region->mgr_state, SQ_MGR_RUNNING);
+	return 0;
+}
+
+/* Stop in order: rx first (no new packets), then NFs (they hand back what
+ * they hold), then ports; only then is every mbuf home. */
+static int
+shutdown_mgr(struct mgr *mgr, const struct options *o, bool rx_elsewhere)
+{
+	unsigned int leaked;
+	int status = EXIT_OK;
+
+	mgr->stop = true;
+	if (rx_elsewhere)
+		rte_eal_mp_wait_lcore();
+	if (mgr->region != NULL && mgr->nfs != NULL)
+		mgr_nfs_stop_all(mgr);
+	mgr_ports_close(mgr);
+	leaked = mgr_mbufs_in_use(mgr);
+	if (leaked != 0) {
+		MGR_LOG(ERR, "%u mbufs not back in the pool at exit\n", leaked);
+		status = EXIT_FAILED;
+	}
+	if (o->exit_stats != NULL && mgr->pool != NULL) {
+		int ret = mgr_stats_write_json(mgr, o->exit_stats);
+
+		if (ret < 0) {
+			MGR_LOG(ERR, "%s: %s\n", o->exit_stats, strerror(-ret));
+			status = EXIT_FAILED;
+		}
+	}
+	mgr_nfs_free(mgr);
+	mgr_role_free(&mgr->rx);
+	mgr_role_free(&mgr->tx);
+	mgr_region_destroy(mgr);
+	return status;
+}
+
+int
+main(int argc, char **argv)
+{
+	static struct sq_config cfg;
+	static struct mgr mgr;
+	struct options o = { 0 };
+	char err[SQ_CFG_ERR_LEN] = "";
+	char nf_path[4096];
+	bool rx_elsewhere = false;
+	int ret, status;
+
+	if (parse_args(argc, argv, &o) < 0)
+		return EXIT_USAGE;
+	snprintf(nf_path, sizeof(nf_path), "%s%s%s:%s", o.nf_path ? o.nf_path : "",
+		 o.nf_path ? ":" : "", SQ_NF_BUILD_DIR, SQ_NF_INSTALL_DIR);
+	ret = sq_config_load(o.config, nf_path, &cfg, err, sizeof(err));
+	if (ret < 0) {
+		fprintf(stderr, "squall-mgr: %s\n", err);
+		return EXIT_USAGE;
+	}
+	if (o.check_only) {
+		printf("%s: ok (%u ports, %u services, %u chains, %u rules)\n", o.config,
+		       cfg.n_ports, cfg.n_services, cfg.n_chains, cfg.n_rules);
+		sq_config_free(&cfg);
+		return EXIT_OK;
+	}
+	if (init_eal(&o, &cfg, argv[0]) < 0) {
+		fprintf(stderr, "squall-mgr: DPDK EAL init failed: %s\n", rte_strerror(rte_errno));
+		return EXIT_FAILED;
+	}
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	signal(SIGPIPE, SIG_IGN);
+
+	mgr.cfg = &cfg;
+	mgr.nf_path = o.nf_path;
+	mgr.quiet = o.quiet;
+	ret = start(&mgr, &o, err, sizeof(err));
+	if (ret < 0) {
+		if (err[0] != '\0')
+			fprintf(stderr, "squall-mgr: %s\n", err);
+		status = shutdown_mgr(&mgr, &o, false);
+		(void)status;
+		sq_config_free(&cfg);
+		rte_eal_cleanup();
+		return err[0] != '\0' ? EXIT_USAGE : EXIT_FAILED;
+	}
+	if (rte_lcore_count() >= 2) {
+		unsigned int lcore = rte_get_next_lcore(-1, 1, 0);
+
+		mgr.rx_elsewhere = true;
+		rx_elsewhere = rte_eal_remote_launch(rx_lcore_main, &mgr, lcore) == 0;
+		mgr.rx_elsewhere = rx_elsewhere;
+		if (rx_elsewhere)
+			MGR_LOG(NOTICE, "rx on lcore %u, tx and control on lcore %u\n", lcore,
+				rte_get_main_lcore());
+	}
+	MGR_LOG(NOTICE, "running %s: %u ports, %u NFs, %u chains\n", o.config, mgr.n_ports,
+		mgr.n_nfs, cfg.n_chains);
+	run_loop(&mgr, &o, rx_elsewhere);
+	MGR_LOG(NOTICE, "stopping\n");
+	status = shutdown_mgr(&mgr, &o, rx_elsewhere);
+	sq_config_free(&cfg);
+	rte_eal_cleanup();
+	return status;
+}

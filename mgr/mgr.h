@@ -1,0 +1,195 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * squall-mgr: the state every role shares, and each role's entry points.
+ */
+#ifndef SQUALL_MGR_H
+#define SQUALL_MGR_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <rte_log.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+
+#include <squall/pkt.h>
+#include <squall/region.h>
+
+#include "config.h"
+
+extern int sq_logtype_mgr;
+#define RTE_LOGTYPE_SQ_MGR sq_logtype_mgr
+#define MGR_LOG(level, ...) RTE_LOG(level, SQ_MGR, __VA_ARGS__)
+
+/* A packet that went through more NF hops than this is looping (TO verdicts). */
+#define SQ_MAX_VISITS 64
+
+/* Every cause a packet can be dropped for, with its user-facing string. */
+#define SQ_FOREACH_DROP(_)                                                      \
+	_(PARSE, parse, "malformed header")                                    \
+	_(NO_RULE, no_rule, "no rule matched")                                 \
+	_(NO_NF, no_nf, "no live nf for the service")                          \
+	_(NF_RING_FULL, nf_ring_full, "nf rx ring full")                       \
+	_(NF_VERDICT, nf_verdict, "nf returned drop")                          \
+	_(PORT_TX_FULL, port_tx_full, "port tx queue full")                    \
+	_(BAD_VERDICT, bad_verdict, "verdict names no port or service")        \
+	_(NF_DIED, nf_died, "queued for an nf that died")                      \
+	_(OVERSIZE, oversize, "frame larger than the port accepts")            \
+	_(HOP_LIMIT, hop_limit, "too many nf hops (loop)")                     \
+	_(SHUTDOWN, shutdown, "in flight at shutdown")
+#define SQ_DROP_ENUM(sym, key, str) SQ_DROP_##sym,
+enum sq_drop { SQ_FOREACH_DROP(SQ_DROP_ENUM) SQ_DROP_MAX };
+extern const char *const sq_drop_keys[SQ_DROP_MAX];
+extern const char *const sq_drop_names[SQ_DROP_MAX];
+
+/* Largest frame accepted from a port: a jumbo frame; beyond that, oversize. */
+#define SQ_MAX_FRAME_BYTES 9018
+
+/* Counters of one role on one lcore: written by that role only. */
+struct role_stats {
+	uint64_t rx_pkts;
+	uint64_t tx_pkts;
+	uint64_t drops[SQ_DROP_MAX];
+} __rte_cache_aligned;
+
+/* Packets a role has decided to send to one NF, sent as one burst at the end
+ * of the role's round: one ring operation and one wake check per NF per round. */
+struct nf_stage {
+	uint16_t n;
+	struct rte_mbuf *pkts[SQ_NF_BURST_MAX];
+};
+
+struct port_stage {
+	uint16_t n;
+	struct rte_mbuf *pkts[SQ_NF_BURST_MAX];
+};
+
+/* What one role (rx or tx) owns: its counters, its staging, its touched list. */
+struct role_ctx {
+	struct role_stats stats;
+	struct nf_stage *stages;  /* one per NF */
+	uint32_t *touched;        /* NF ids with a non-empty stage */
+	uint32_t n_touched;
+	struct port_stage ports[SQ_MAX_PORTS];
+};
+
+struct mgr_port {
+	char name[SQ_CFG_NAME_LEN];
+	uint16_t port_id;      /* DPDK's */
+	uint16_t max_rx_pkt_len;
+	char devargs[SQ_CFG_DEVARGS_LEN]; /* the alternative that probed */
+	/* written by rx: */
+	uint64_t rx_pkts __rte_cache_aligned;
+	uint64_t rx_bytes;
+	/* written by tx: */
+	uint64_t tx_pkts __rte_cache_aligned;
+	uint64_t tx_bytes;
+	uint64_t last_rx_pkts;  /* stats role: for rates */
+	uint64_t last_tx_pkts;
+};
+
+struct mgr_nf {
+	uint32_t id;
+	uint16_t service;
+	uint16_t instance;
+	struct sq_nf_ctl *ctl;   /* in the region */
+	struct rte_ring *rx;     /* manager -> NF */
+	struct rte_ring *tx;     /* NF -> manager */
+	pid_t pid;
+	_Atomic bool live;       /* takes packets; cleared when the process dies */
+	uint64_t start_tsc;      /* spawn time, for start-to-ready */
+	uint64_t ready_tsc;
+};
+
+struct mgr_service {
+	uint32_t first_nf;       /* NFs of a service are contiguous ids */
+	uint32_t n_nfs;
+};
+
+struct mgr_chain {
+	uint64_t rx_pkts;        /* rx role: entered the chain */
+	uint64_t tx_pkts __rte_cache_aligned; /* tx role: left it at its egress */
+	uint64_t visits_mismatch; /* left with nf_visits != hops: a hop skipped or doubled */
+};
+
+struct mgr {
+	struct sq_config *cfg;
+	struct sq_region_hdr *region;
+	char region_path[SQ_CFG_PATH_LEN];
+	struct rte_mempool *pool;
+	int heap_socket;
+	void *heap_addr;
+	size_t heap_len;
+
+	struct mgr_port ports[SQ_MAX_PORTS];
+	uint16_t n_ports;
+	struct mgr_nf *nfs;
+	uint32_t n_nfs;
+	struct mgr_service services[SQ_MAX_SERVICES];
+	struct mgr_chain chains[SQ_MAX_CHAINS];
+
+	struct role_ctx rx;
+	struct role_ctx tx;
+
+	volatile bool stop;
+	uint64_t last_pkt_tsc;
+	_Atomic uint64_t rx_rounds; /* quiescence for reclaim when rx runs elsewhere */
+	bool rx_elsewhere;
+	const char *nf_path;
+	bool quiet;
+};
+
+/* region.c */
+int mgr_region_create(struct mgr *mgr, const char *dir);
+void mgr_region_destroy(struct mgr *mgr);
+int mgr_region_alloc_ring(struct mgr *mgr, const char *name, uint32_t slots, unsigned int flags,
+			  struct rte_ring **out);
+
+/* ports.c */
+int mgr_ports_init(struct mgr *mgr, char *err, size_t err_len);
+void mgr_ports_close(struct mgr *mgr);
+
+/* rx.c */
+unsigned int mgr_rx_poll(struct mgr *mgr);
+
+/* tx.c */
+unsigned int mgr_tx_poll(struct mgr *mgr);
+unsigned int mgr_tx_drain_nf(struct mgr *mgr, struct mgr_nf *nf);
+
+/* steer.c: moving packets to NFs and ports, shared by rx and tx */
+int mgr_role_init(struct mgr *mgr, struct role_ctx *role);
+void mgr_role_free(struct role_ctx *role);
+void mgr_steer_to_service(struct mgr *mgr, struct role_ctx *role, uint16_t service,
+			  struct rte_mbuf *pkt);
+void mgr_steer_to_port(struct mgr *mgr, struct role_ctx *role, uint16_t port,
+		       struct rte_mbuf *pkt);
+void mgr_steer_flush(struct mgr *mgr, struct role_ctx *role);
+void mgr_drop(struct role_stats *st, enum sq_drop cause, struct rte_mbuf *pkt);
+
+/* wakeup.c */
+void mgr_wakeup_check(struct mgr *mgr, const uint32_t *nf_ids, uint32_t n);
+void mgr_wakeup_force(struct mgr_nf *nf);
+
+/* nfs.c */
+int mgr_nfs_init(struct mgr *mgr);
+int mgr_nfs_spawn_all(struct mgr *mgr);
+unsigned int mgr_nfs_poll(struct mgr *mgr);
+void mgr_nfs_stop_all(struct mgr *mgr);
+void mgr_nfs_free(struct mgr *mgr);
+const char *mgr_nf_state_name(uint32_t state);
+
+/* stats.c */
+struct mgr_totals {
+	uint64_t rx_pkts, tx_pkts, drop_pkts;
+	uint64_t drops[SQ_DROP_MAX];
+};
+void mgr_stats_totals(const struct mgr *mgr, struct mgr_totals *t);
+unsigned int mgr_stats_poll(struct mgr *mgr);
+int mgr_stats_write_json(struct mgr *mgr, const char *path);
+unsigned int mgr_mbufs_in_use(const struct mgr *mgr);
+
+/* telemetry.c */
+int mgr_telemetry_init(struct mgr *mgr);
+
+#endif /* SQUALL_MGR_H */

@@ -1,0 +1,376 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * NF lifecycle: control blocks and rings in the region, spawning the NF
+ * processes the config declares, noticing their exit, reclaiming every packet
+ * a dead NF held or had queued, and stopping them all at shutdown.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rte_cycles.h>
+#include <rte_pause.h>
+#include <rte_malloc.h>
+#include <rte_mempool.h>
+
+#include "mgr.h"
+
+extern char **environ;
+
+#define NF_READY_TIMEOUT_MS 3000
+#define NF_STOP_TIMEOUT_MS 5000
+
+static const char *const state_names[] = {
+	[SQ_NF_FREE] = "free",     [SQ_NF_SPAWNED] = "spawned", [SQ_NF_AWAKE] = "awake",
+	[SQ_NF_ASLEEP] = "asleep", [SQ_NF_WAKING] = "waking",   [SQ_NF_EXITED] = "exited",
+	[SQ_NF_DEAD] = "dead",
+};
+
+const char *
+mgr_nf_state_name(uint32_t state)
+{
+	return state < RTE_DIM(state_names) ? state_names[state] : "?";
+}
+
+static int
+init_nf(struct mgr *mgr, struct mgr_nf *nf, uint16_t service, uint16_t instance)
+{
+	const struct sq_cfg_service *cs = &mgr->cfg->services[service];
+	struct sq_nf_ctl *ctl = sq_region_nf_ctl(mgr->region, nf->id);
+	char name[RTE_RING_NAMESIZE];
+	int ret;
+
+	nf->service = service;
+	nf->instance = instance;
+	nf->ctl = ctl;
+	/* rx: the manager's roles (and later other NFs) produce; the NF consumes.
+	 * tx: the NF produces; the one tx role that owns it consumes. */
+	snprintf(name, sizeof(name), "sq_rx_%u", nf->id);
+	ret = mgr_region_alloc_ring(mgr, name, cs->ring_slots, RING_F_SC_DEQ, &nf->rx);
+	if (ret < 0)
+		return ret;
+	snprintf(name, sizeof(name), "sq_tx_%u", nf->id);
+	ret = mgr_region_alloc_ring(mgr, name, cs->ring_slots, RING_F_SP_ENQ | RING_F_SC_DEQ,
+				    &nf->tx);
+	if (ret < 0)
+		return ret;
+
+	memset(ctl, 0, sizeof(*ctl));
+	ctl->id = nf->id;
+	ctl->service_id = service;
+	ctl->instance = instance;
+	ctl->mode = cs->mode;
+	ctl->rx_ring_off = (uintptr_t)nf->rx - (uintptr_t)mgr->region;
+	ctl->tx_ring_off = (uintptr_t)nf->tx - (uintptr_t)mgr->region;
+	ctl->burst_max = cs->burst_max;
+	ctl->batch_budget_pkts = cs->batch_budget_pkts;
+	ctl->spin_ns = cs->spin_ns;
+	snprintf(ctl->service, sizeof(ctl->service), "%s", cs->name);
+	atomic_store(&ctl->state, SQ_NF_FREE);
+	ctl->abi_version = SQ_ABI_VERSION;
+	return 0;
+}
+
+int
+mgr_nfs_init(struct mgr *mgr)
+{
+	uint32_t id = 0;
+	int ret;
+
+	mgr->n_nfs = mgr->region->max_nfs;
+	mgr->nfs = calloc(mgr->n_nfs ? mgr->n_nfs : 1, sizeof(*mgr->nfs));
+	if (mgr->nfs == NULL)
+		return -ENOMEM;
+	for (uint16_t s = 0; s < mgr->cfg->n_services; s++) {
+		mgr->services[s].first_nf = id;
+		mgr->services[s].n_nfs = mgr->cfg->services[s].instances;
+		for (uint32_t i = 0; i < mgr->cfg->services[s].instances; i++, id++) {
+			mgr->nfs[id].id = id;
+			ret = init_nf(mgr, &mgr->nfs[id], s, (uint16_t)i);
+			if (ret < 0)
+				return ret;
+		}
+	}
+	return 0;
+}
+
+/* The NF's argv: its exec, the config's args. The region and NF id go in the
+ * environment, so NF options stay the NF author's own. */
+static int
+spawn_nf(struct mgr *mgr, struct mgr_nf *nf)
+{
+	const struct sq_cfg_service *cs = &mgr->cfg->services[nf->service];
+	char *argv[SQ_MAX_NF_ARGS + 2];
+	char env_region[SQ_CFG_PATH_LEN + 16], env_id[32];
+	posix_spawnattr_t attr;
+	size_t n_env = 0;
+	char **envp;
+	int ret;
+
+	while (environ[n_env] != NULL)
+		n_env++;
+	envp = calloc(n_env + 3, sizeof(*envp));
+	if (envp == NULL)
+		return -ENOMEM;
+	memcpy(envp, environ, n_env * sizeof(*envp));
+	snprintf(env_region, sizeof(env_region), "SQUALL_REGION=%s", mgr->region_path);
+	snprintf(env_id, sizeof(env_id), "SQUALL_NF_ID=%u", nf->id);
+	envp[n_env] = env_region;
+	envp[n_env + 1] = env_id;
+
+	argv[0] = (char *)(uintptr_t)cs->exec;
+	for (uint32_t i = 0; i < cs->n_args; i++)
+		argv[i + 1] = cs->args[i];
+	argv[cs->n_args + 1] = NULL;
+
+	/* Own process group: a Ctrl-C at the terminal reaches the manager only,
+	 * which then stops its NFs in order. posix_spawn uses vfork, so a manager
+	 * with large mappings does not copy its page tables per NF. */
+	posix_spawnattr_init(&attr);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+	posix_spawnattr_setpgroup(&attr, 0);
+	atomic_store(&nf->ctl->state, SQ_NF_SPAWNED);
+	nf->start_tsc = rte_rdtsc();
+	ret = posix_spawn(&nf->pid, cs->exec, NULL, &attr, argv, envp);
+	posix_spawnattr_destroy(&attr);
+	free(envp);
+	if (ret != 0) {
+		atomic_store(&nf->ctl->state, SQ_NF_DEAD);
+		MGR_LOG(ERR, "%s#%u: cannot start %s: %s\n", cs->name, nf->instance, cs->exec,
+			strerror(ret));
+		return -ret;
+	}
+	if (mgr->cfg->nf_core >= 0) {
+		cpu_set_t set;
+
+		CPU_ZERO(&set);
+		CPU_SET(mgr->cfg->nf_core, &set);
+		if (sched_setaffinity(nf->pid, sizeof(set), &set) < 0)
+			MGR_LOG(WARNING, "%s#%u: cannot pin to core %d: %s\n", cs->name,
+				nf->instance, mgr->cfg->nf_core, strerror(errno));
+	}
+	return 0;
+}
+
+static bool
+nf_is_ready(const struct mgr_nf *nf)
+{
+	uint32_t state = atomic_load(&nf->ctl->state);
+
+	return state == SQ_NF_AWAKE || state == SQ_NF_ASLEEP || state == SQ_NF_WAKING;
+}
+
+/* Wait until the NF runs its loop: then its start time is measured to the
+ * microsecond and a broken NF is reported before traffic starts. */
+static int
+wait_ready(struct mgr *mgr, struct mgr_nf *nf)
+{
+	const struct timespec nap = { .tv_nsec = 20 * 1000 };
+	uint64_t deadline = rte_rdtsc() + rte_get_tsc_hz() / 1000 * NF_READY_TIMEOUT_MS;
+	int status;
+
+	while (!nf_is_ready(nf)) {
+		if (waitpid(nf->pid, &status, WNOHANG) == nf->pid) {
+			MGR_LOG(ERR, "%s#%u (pid %d) exited during start with %s %d\n",
+				nf->ctl->service, nf->instance, nf->pid,
+				WIFSIGNALED(status) ? "signal" : "status",
+				WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+			nf->pid = 0;
+			atomic_store(&nf->ctl->state, SQ_NF_DEAD);
+			return -ECHILD;
+		}
+		if (rte_rdtsc() > deadline) {
+			MGR_LOG(ERR, "%s#%u (pid %d) not ready after %d ms\n", nf->ctl->service,
+				nf->instance, nf->pid, NF_READY_TIMEOUT_MS);
+			return -ETIMEDOUT;
+		}
+		nanosleep(&nap, NULL);
+	}
+	nf->ready_tsc = rte_rdtsc();
+	atomic_store(&nf->live, true);
+	(void)mgr;
+	return 0;
+}
+
+int
+mgr_nfs_spawn_all(struct mgr *mgr)
+{
+	int ret;
+
+	for (uint32_t i = 0; i < mgr->n_nfs; i++) {
+		ret = spawn_nf(mgr, &mgr->nfs[i]);
+		if (ret < 0)
+			return ret;
+		ret = wait_ready(mgr, &mgr->nfs[i]);
+		if (ret < 0)
+			return ret;
+	}
+	MGR_LOG(NOTICE, "%u NFs running\n", mgr->n_nfs);
+	return 0;
+}
+
+static void
+drop_ring(struct mgr *mgr, struct rte_ring *r, enum sq_drop cause)
+{
+	struct rte_mbuf *pkts[SQ_NF_BURST_MAX];
+	unsigned int n;
+
+	while ((n = rte_ring_dequeue_burst(r, (void **)pkts, RTE_DIM(pkts), NULL)) > 0)
+		for (unsigned int i = 0; i < n; i++)
+			mgr_drop(&mgr->tx.stats, cause, pkts[i]);
+}
+
+struct held_scan {
+	struct mgr *mgr;
+	uint32_t owner;
+	enum sq_drop cause;
+	unsigned int found;
+};
+
+static void
+free_if_held(struct rte_mempool *mp, void *opaque, void *obj, unsigned int idx)
+{
+	struct held_scan *scan = opaque;
+
+	(void)mp;
+	(void)idx;
+	if (sq_pkt_meta(obj)->owner == scan->owner) {
+		mgr_drop(&scan->mgr->tx.stats, scan->cause, obj);
+		scan->found++;
+	}
+}
+
+/* Every packet of a gone NF, without double frees: first what it handed back
+ * (carried out as usual), then what waited in its rx ring, then, by the owner
+ * tag set at enqueue, what it had dequeued and was holding. Runs between
+ * rounds, when no role has packets for it staged. */
+static void
+reclaim_nf(struct mgr *mgr, struct mgr_nf *nf, enum sq_drop cause)
+{
+	struct held_scan scan = { .mgr = mgr, .owner = nf->id + 1, .cause = cause };
+	unsigned int returned = 0, n;
+
+	while ((n = mgr_tx_drain_nf(mgr, nf)) > 0)
+		returned += n;
+	mgr_steer_flush(mgr, &mgr->tx);
+	drop_ring(mgr, nf->rx, cause);
+	rte_mempool_obj_iter(mgr->pool, free_if_held, &scan);
+	if (returned > 0 || scan.found > 0)
+		MGR_LOG(INFO, "%s#%u: %u packets carried out, %u reclaimed from its hands\n",
+			nf->ctl->service, nf->instance, returned, scan.found);
+}
+
+static struct mgr_nf *
+nf_by_pid(struct mgr *mgr, pid_t pid)
+{
+	for (uint32_t i = 0; i < mgr->n_nfs; i++)
+		if (mgr->nfs[i].pid == pid)
+			return &mgr->nfs[i];
+	return NULL;
+}
+
+static void
+nf_gone(struct mgr *mgr, struct mgr_nf *nf, int status)
+{
+	bool clean = atomic_load(&nf->ctl->state) == SQ_NF_EXITED;
+	bool stopping = atomic_load(&mgr->region->mgr_state) == SQ_MGR_STOPPING;
+
+	atomic_store(&nf->live, false);
+	/* rx on another lcore may have picked this NF in the round under way;
+	 * two finished rounds later nothing of it is staged or in flight. */
+	if (mgr->rx_elsewhere && !mgr->stop) {
+		uint64_t seen = atomic_load(&mgr->rx_rounds);
+
+		while (atomic_load(&mgr->rx_rounds) < seen + 2 && !mgr->stop)
+			rte_pause();
+	}
+	/* Expected at shutdown: INFO; otherwise the user should know: WARNING. */
+	rte_log(stopping && clean ? RTE_LOG_INFO : RTE_LOG_WARNING, sq_logtype_mgr,
+		"squall.mgr: %s#%u (pid %d) %s %d\n", nf->ctl->service, nf->instance, nf->pid,
+		WIFSIGNALED(status) ? "killed by signal" : "exited with",
+		WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+	nf->pid = 0;
+	if (!clean)
+		atomic_store(&nf->ctl->state, SQ_NF_DEAD);
+	reclaim_nf(mgr, nf, stopping ? SQ_DROP_SHUTDOWN : SQ_DROP_NF_DIED);
+}
+
+unsigned int
+mgr_nfs_poll(struct mgr *mgr)
+{
+	unsigned int reaped = 0;
+	int status;
+	pid_t pid;
+
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		struct mgr_nf *nf = nf_by_pid(mgr, pid);
+
+		if (nf != NULL) {
+			nf_gone(mgr, nf, status);
+			reaped++;
+		}
+	}
+	return reaped;
+}
+
+static unsigned int
+count_running(const struct mgr *mgr)
+{
+	unsigned int n = 0;
+
+	for (uint32_t i = 0; i < mgr->n_nfs; i++)
+		n += mgr->nfs[i].pid > 0;
+	return n;
+}
+
+void
+mgr_nfs_stop_all(struct mgr *mgr)
+{
+	const struct timespec nap = { .tv_nsec = 200 * 1000 };
+	uint64_t deadline = rte_rdtsc() + rte_get_tsc_hz() / 1000 * NF_STOP_TIMEOUT_MS;
+
+	atomic_store(&mgr->region->mgr_state, SQ_MGR_STOPPING);
+	for (uint32_t i = 0; i < mgr->n_nfs; i++) {
+		atomic_store(&mgr->nfs[i].ctl->stop, 1);
+		mgr_wakeup_force(&mgr->nfs[i]);
+	}
+	/* Keep carrying out what NFs hand back while they finish. */
+	while (count_running(mgr) > 0 && rte_rdtsc() < deadline) {
+		mgr_tx_poll(mgr);
+		mgr_nfs_poll(mgr);
+		nanosleep(&nap, NULL);
+	}
+	for (uint32_t i = 0; i < mgr->n_nfs; i++) {
+		if (mgr->nfs[i].pid > 0) {
+			MGR_LOG(WARNING, "%s#%u (pid %d) did not stop in %d ms; killing it\n",
+				mgr->nfs[i].ctl->service, mgr->nfs[i].instance, mgr->nfs[i].pid,
+				NF_STOP_TIMEOUT_MS);
+			kill(mgr->nfs[i].pid, SIGKILL);
+		}
+	}
+	while (count_running(mgr) > 0) {
+		mgr_nfs_poll(mgr);
+		nanosleep(&nap, NULL);
+	}
+	/* NFs that never ran (a failed start) can still have packets queued. */
+	for (uint32_t i = 0; i < mgr->n_nfs; i++)
+		reclaim_nf(mgr, &mgr->nfs[i], SQ_DROP_SHUTDOWN);
+}
+
+void
+mgr_nfs_free(struct mgr *mgr)
+{
+	for (uint32_t i = 0; i < mgr->n_nfs; i++) {
+		rte_free(mgr->nfs[i].rx);
+		rte_free(mgr->nfs[i].tx);
+	}
+	free(mgr->nfs);
+	mgr->nfs = NULL;
+	mgr->n_nfs = 0;
+}

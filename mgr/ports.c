@@ -1,0 +1,149 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * Ports: probe each configured device from its devargs (the first alternative
+ * that DPDK accepts and starts wins), one rx and one tx queue each, mbufs from
+ * the region's pool.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <rte_bus.h>
+#include <rte_dev.h>
+#include <rte_ethdev.h>
+
+#include "mgr.h"
+
+/* The device name DPDK gives a port: devargs up to the first comma. */
+static void
+devargs_name(const char *devargs, char *name, size_t len)
+{
+	size_t n = strcspn(devargs, ",");
+
+	if (n >= len)
+		n = len - 1;
+	memcpy(name, devargs, n);
+	name[n] = '\0';
+}
+
+static bool
+is_vdev(const char *name)
+{
+	return strncmp(name, "net_", 4) == 0 || strncmp(name, "eth_", 4) == 0;
+}
+
+static void
+unprobe(const char *devargs)
+{
+	char name[RTE_DEV_NAME_MAX_LEN];
+
+	devargs_name(devargs, name, sizeof(name));
+	rte_eal_hotplug_remove(is_vdev(name) ? "vdev" : "pci", name);
+}
+
+static int
+setup_queues(struct mgr *mgr, uint16_t port_id, const struct sq_cfg_port *cp)
+{
+	struct rte_eth_conf conf = { 0 };
+	uint16_t rx_desc = cp->rx_desc, tx_desc = cp->tx_desc;
+	int ret;
+
+	ret = rte_eth_dev_configure(port_id, 1, 1, &conf);
+	if (ret < 0)
+		return ret;
+	ret = rte_eth_dev_adjust_nb_rx_tx_desc(port_id, &rx_desc, &tx_desc);
+	if (ret < 0)
+		return ret;
+	ret = rte_eth_rx_queue_setup(port_id, 0, rx_desc, rte_eth_dev_socket_id(port_id), NULL,
+				     mgr->pool);
+	if (ret < 0)
+		return ret;
+	ret = rte_eth_tx_queue_setup(port_id, 0, tx_desc, rte_eth_dev_socket_id(port_id), NULL);
+	if (ret < 0)
+		return ret;
+	return rte_eth_dev_start(port_id);
+}
+
+/* Probe, configure and start one devargs alternative. */
+static int
+try_devargs(struct mgr *mgr, const struct sq_cfg_port *cp, const char *devargs,
+	    uint16_t *port_id)
+{
+	char name[RTE_DEV_NAME_MAX_LEN];
+	int ret;
+
+	ret = rte_dev_probe(devargs);
+	if (ret < 0)
+		return ret;
+	devargs_name(devargs, name, sizeof(name));
+	ret = rte_eth_dev_get_port_by_name(name, port_id);
+	if (ret < 0)
+		goto out_unprobe;
+	ret = setup_queues(mgr, *port_id, cp);
+	if (ret < 0) {
+		rte_eth_dev_close(*port_id);
+		goto out_unprobe;
+	}
+	/* A bump in the wire forwards frames that are not addressed to it. */
+	ret = rte_eth_promiscuous_enable(*port_id);
+	if (ret < 0 && ret != -ENOTSUP)
+		MGR_LOG(WARNING, "port %s: promiscuous mode: %s\n", cp->name, strerror(-ret));
+	return 0;
+
+out_unprobe:
+	unprobe(devargs);
+	return ret;
+}
+
+static int
+init_port(struct mgr *mgr, uint16_t idx, char *err, size_t err_len)
+{
+	const struct sq_cfg_port *cp = &mgr->cfg->ports[idx];
+	struct mgr_port *port = &mgr->ports[idx];
+	int ret = -EINVAL;
+
+	for (uint16_t a = 0; a < cp->n_devargs; a++) {
+		ret = try_devargs(mgr, cp, cp->devargs[a], &port->port_id);
+		if (ret == 0) {
+			snprintf(port->name, sizeof(port->name), "%s", cp->name);
+			snprintf(port->devargs, sizeof(port->devargs), "%s", cp->devargs[a]);
+			if (a > 0)
+				MGR_LOG(WARNING, "port %s: using fallback \"%s\"\n", cp->name,
+					cp->devargs[a]);
+			MGR_LOG(NOTICE, "port %s: %s (port %u)\n", cp->name, cp->devargs[a],
+				port->port_id);
+			return 0;
+		}
+		MGR_LOG(WARNING, "port %s: \"%s\" failed: %s\n", cp->name, cp->devargs[a],
+			strerror(-ret));
+	}
+	snprintf(err, err_len, "%s:%d: ports[%u].devargs: DPDK rejected \"%s\"%s: %s",
+		 mgr->cfg->path, cp->line, idx, cp->devargs[cp->n_devargs - 1],
+		 cp->n_devargs > 1 ? " and every alternative before it" : "", strerror(-ret));
+	return ret;
+}
+
+int
+mgr_ports_init(struct mgr *mgr, char *err, size_t err_len)
+{
+	int ret;
+
+	for (uint16_t i = 0; i < mgr->cfg->n_ports; i++) {
+		ret = init_port(mgr, i, err, err_len);
+		if (ret < 0)
+			return ret;
+		mgr->n_ports++;
+		snprintf(mgr->region->port_names[i], SQ_NAME_LEN, "%s", mgr->ports[i].name);
+	}
+	mgr->region->n_ports = mgr->n_ports;
+	return 0;
+}
+
+void
+mgr_ports_close(struct mgr *mgr)
+{
+	for (uint16_t i = 0; i < mgr->n_ports; i++) {
+		rte_eth_dev_stop(mgr->ports[i].port_id);
+		/* close flushes what net_pcap buffered for its tx_pcap */
+		rte_eth_dev_close(mgr->ports[i].port_id);
+	}
+}

@@ -1,0 +1,301 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * The shared region (DESIGN §2): a hugetlbfs file mapped at a fixed address,
+ * registered with DPDK as an external heap, holding the mbuf pool, every NF
+ * ring and the NF control blocks. NFs map the same file at the same address.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <rte_cycles.h>
+#include <rte_errno.h>
+#include <rte_malloc.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+
+#include "mgr.h"
+
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+
+#define HEAP_NAME "squall"
+#define POOL_CACHE 256
+
+static bool
+dir_is_hugetlbfs(const char *dir, size_t *page_bytes)
+{
+	struct statfs st;
+
+	if (statfs(dir, &st) < 0 || st.f_type != HUGETLBFS_MAGIC)
+		return false;
+	*page_bytes = (size_t)st.f_bsize;
+	return true;
+}
+
+/* Pick where the region file goes: hugetlbfs when it is there, else /dev/shm. */
+static void
+choose_dir(const char *want, char *dir, size_t len, size_t *page_bytes)
+{
+	if (want != NULL) {
+		snprintf(dir, len, "%s", want);
+		if (!dir_is_hugetlbfs(dir, page_bytes))
+			*page_bytes = (size_t)sysconf(_SC_PAGESIZE);
+		return;
+	}
+	if (dir_is_hugetlbfs("/dev/hugepages", page_bytes)) {
+		snprintf(dir, len, "/dev/hugepages");
+		return;
+	}
+	snprintf(dir, len, "/dev/shm");
+	*page_bytes = (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* A region file left by a manager that died: remove it; one whose manager
+ * still runs: refuse, two managers of one name would share nothing. */
+static int
+remove_stale(const char *path)
+{
+	struct sq_region_hdr hdr;
+	ssize_t n;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	n = pread(fd, &hdr, sizeof(hdr), 0);
+	close(fd);
+	if (n == (ssize_t)sizeof(hdr) && hdr.magic == SQ_REGION_MAGIC && hdr.mgr_pid > 0 &&
+	    hdr.mgr_pid != getpid() && kill(hdr.mgr_pid, 0) == 0) {
+		MGR_LOG(ERR, "%s is in use by squall-mgr pid %d; pick another manager.name\n",
+			path, hdr.mgr_pid);
+		return -EBUSY;
+	}
+	MGR_LOG(NOTICE, "removing stale region %s\n", path);
+	return unlink(path) < 0 ? -errno : 0;
+}
+
+static uint32_t
+count_nfs(const struct sq_config *cfg)
+{
+	uint32_t n = 0;
+
+	for (uint16_t i = 0; i < cfg->n_services; i++)
+		n += cfg->services[i].instances;
+	return n;
+}
+
+static int
+map_file(struct mgr *mgr, const char *dir, size_t len)
+{
+	void *addr;
+	int fd, ret;
+
+	if (snprintf(mgr->region_path, sizeof(mgr->region_path), "%s/squall-%s.region", dir,
+		     mgr->cfg->name) >= (int)sizeof(mgr->region_path))
+		return -ENAMETOOLONG;
+	ret = remove_stale(mgr->region_path);
+	if (ret < 0)
+		return ret;
+	fd = open(mgr->region_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		ret = -errno;
+		MGR_LOG(ERR, "%s: %s\n", mgr->region_path, strerror(errno));
+		return ret;
+	}
+	if (ftruncate(fd, (off_t)len) < 0) {
+		ret = -errno;
+		MGR_LOG(ERR, "%s: cannot size to %zu bytes: %s\n", mgr->region_path, len,
+			strerror(errno));
+		goto out_unlink;
+	}
+	/* MAP_POPULATE: fault every hugepage now, so a short hugepage supply fails
+	 * here with a message instead of SIGBUS in the dataplane later. */
+	addr = mmap((void *)SQ_REGION_BASE_ADDR, len, PROT_READ | PROT_WRITE,
+		    MAP_SHARED | MAP_FIXED_NOREPLACE | MAP_POPULATE, fd, 0);
+	if (addr == MAP_FAILED || (uintptr_t)addr != SQ_REGION_BASE_ADDR) {
+		ret = addr == MAP_FAILED ? -errno : -EEXIST;
+		if (addr != MAP_FAILED)
+			munmap(addr, len);
+		MGR_LOG(ERR, "%s: cannot map %zu MiB at %#llx: %s (enough free hugepages?)\n",
+			mgr->region_path, len >> 20, SQ_REGION_BASE_ADDR, strerror(-ret));
+		goto out_unlink;
+	}
+	close(fd);
+	mgr->region = addr;
+	return 0;
+
+out_unlink:
+	close(fd);
+	unlink(mgr->region_path);
+	return ret;
+}
+
+static void
+fill_header(struct mgr *mgr, size_t len, uint32_t max_nfs, size_t table_off)
+{
+	struct sq_region_hdr *hdr = mgr->region;
+
+	hdr->abi_version = SQ_ABI_VERSION;
+	hdr->hdr_size = sizeof(*hdr);
+	hdr->base_addr = SQ_REGION_BASE_ADDR;
+	hdr->len_bytes = len;
+	hdr->nf_table_off = table_off;
+	hdr->max_nfs = max_nfs;
+	hdr->nf_ctl_size = sizeof(struct sq_nf_ctl);
+	hdr->mbuf_priv_size = SQ_PKT_META_SIZE;
+	hdr->tsc_hz = rte_get_tsc_hz();
+	hdr->mgr_pid = getpid();
+	atomic_store(&hdr->mgr_state, SQ_MGR_STARTING);
+	snprintf(hdr->name, sizeof(hdr->name), "%s", mgr->cfg->name);
+	/* Magic last: an NF that reads a half-written header sees no magic. */
+	atomic_thread_fence(memory_order_release);
+	hdr->magic = SQ_REGION_MAGIC;
+}
+
+/* Clear every packet's metadata once: the crash reclaim reads meta->owner of
+ * every mbuf in the pool, free ones included. */
+static void
+clear_meta(struct rte_mempool *mp, void *opaque, void *obj, unsigned int idx)
+{
+	(void)mp;
+	(void)opaque;
+	(void)idx;
+	memset(sq_pkt_meta(obj), 0, sizeof(struct sq_pkt_meta));
+}
+
+static int
+create_heap(struct mgr *mgr, size_t heap_off, size_t len, size_t page_bytes)
+{
+	void *heap_addr = (char *)mgr->region + heap_off;
+	size_t heap_len = len - heap_off;
+	int ret;
+
+	ret = rte_malloc_heap_create(HEAP_NAME);
+	if (ret < 0 && rte_errno != EEXIST) {
+		MGR_LOG(ERR, "rte_malloc_heap_create: %s\n", rte_strerror(rte_errno));
+		return -rte_errno;
+	}
+	ret = rte_malloc_heap_memory_add(HEAP_NAME, heap_addr, heap_len, NULL,
+					 (unsigned int)(heap_len / page_bytes), page_bytes);
+	if (ret < 0) {
+		MGR_LOG(ERR, "rte_malloc_heap_memory_add: %s\n", rte_strerror(rte_errno));
+		return -rte_errno;
+	}
+	mgr->heap_addr = heap_addr;
+	mgr->heap_len = heap_len;
+	mgr->heap_socket = rte_malloc_heap_get_socket(HEAP_NAME);
+	return 0;
+}
+
+static int
+create_pool(struct mgr *mgr)
+{
+	const struct sq_config *cfg = mgr->cfg;
+
+	mgr->pool = rte_pktmbuf_pool_create("sq_pool", cfg->mbufs, POOL_CACHE, SQ_PKT_META_SIZE,
+					    (uint16_t)cfg->mbuf_data_room, mgr->heap_socket);
+	if (mgr->pool == NULL) {
+		MGR_LOG(ERR, "cannot create a pool of %u mbufs in the %u MiB region: %s "
+			     "(raise manager.region_mb or lower manager.mbufs)\n",
+			cfg->mbufs, cfg->region_mb, rte_strerror(rte_errno));
+		return -ENOMEM;
+	}
+	rte_mempool_obj_iter(mgr->pool, clear_meta, NULL);
+	return 0;
+}
+
+int
+mgr_region_create(struct mgr *mgr, const char *want_dir)
+{
+	size_t len = (size_t)mgr->cfg->region_mb << 20;
+	uint32_t max_nfs = count_nfs(mgr->cfg);
+	size_t page_bytes, table_off, heap_off;
+	char dir[SQ_CFG_PATH_LEN];
+	int ret;
+
+	choose_dir(want_dir, dir, sizeof(dir), &page_bytes);
+	if (page_bytes < (2u << 20))
+		MGR_LOG(WARNING, "region on %s: %zu B pages, expect ~6x slower than hugetlbfs "
+				 "(run scripts/setup.sh)\n", dir, page_bytes);
+	len = RTE_ALIGN_CEIL(len, page_bytes);
+	table_off = RTE_ALIGN_CEIL(sizeof(struct sq_region_hdr), RTE_CACHE_LINE_SIZE);
+	heap_off = RTE_ALIGN_CEIL(table_off + (size_t)max_nfs * sizeof(struct sq_nf_ctl),
+				  page_bytes);
+	if (heap_off + (16u << 20) > len) {
+		MGR_LOG(ERR, "region of %u MiB is too small for %u NFs\n", mgr->cfg->region_mb,
+			max_nfs);
+		return -ENOSPC;
+	}
+	ret = map_file(mgr, dir, len);
+	if (ret < 0)
+		return ret;
+	fill_header(mgr, len, max_nfs, table_off);
+	ret = create_heap(mgr, heap_off, len, page_bytes);
+	if (ret < 0)
+		goto out_unmap;
+	ret = create_pool(mgr);
+	if (ret < 0)
+		goto out_unmap;
+	MGR_LOG(INFO, "region %s: %zu MiB, %u mbufs, %u NF slots\n", mgr->region_path, len >> 20,
+		mgr->cfg->mbufs, max_nfs);
+	return 0;
+
+out_unmap:
+	mgr_region_destroy(mgr);
+	return ret;
+}
+
+int
+mgr_region_alloc_ring(struct mgr *mgr, const char *name, uint32_t slots, unsigned int flags,
+		      struct rte_ring **out)
+{
+	ssize_t size = rte_ring_get_memsize(slots);
+	struct rte_ring *r;
+	int ret;
+
+	if (size < 0)
+		return (int)size;
+	r = rte_malloc_socket(name, (size_t)size, RTE_CACHE_LINE_SIZE, mgr->heap_socket);
+	if (r == NULL) {
+		MGR_LOG(ERR, "no room in the region for ring %s (%u slots)\n", name, slots);
+		return -ENOMEM;
+	}
+	ret = rte_ring_init(r, name, slots, flags);
+	if (ret < 0) {
+		rte_free(r);
+		return ret;
+	}
+	*out = r;
+	return 0;
+}
+
+void
+mgr_region_destroy(struct mgr *mgr)
+{
+	if (mgr->pool != NULL) {
+		rte_mempool_free(mgr->pool);
+		mgr->pool = NULL;
+	}
+	if (mgr->heap_len != 0) {
+		/* Fails with EBUSY if something is still allocated in it; then only
+		 * the heap's bookkeeping leaks, and the process is exiting. */
+		if (rte_malloc_heap_memory_remove(HEAP_NAME, mgr->heap_addr, mgr->heap_len) == 0)
+			rte_malloc_heap_destroy(HEAP_NAME);
+		mgr->heap_len = 0;
+	}
+	if (mgr->region != NULL) {
+		munmap(mgr->region, mgr->region->len_bytes);
+		mgr->region = NULL;
+	}
+	if (mgr->region_path[0] != '\0') {
+		unlink(mgr->region_path);
+		mgr->region_path[0] = '\0';
+	}
+}

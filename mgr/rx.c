@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * rx role: poll every port, parse L2-L4 once, match the rules, and steer each
+ * packet to the first NF of its chain.
+ */
+#include <rte_byteorder.h>
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_ether.h>
+#include <rte_hash_crc.h>
+#include <rte_ip.h>
+#include <rte_net.h>
+#include <rte_prefetch.h>
+
+#include "mgr.h"
+
+#define PREFETCH_AHEAD 4
+
+/* A symmetric flow hash: the same for both directions of a connection, so
+ * both land on one instance. Sorting each address/port pair makes it so. */
+static uint32_t
+flow_hash_ipv4(const struct rte_ipv4_hdr *ip, const void *l4, bool has_ports)
+{
+	uint32_t a = ip->src_addr, b = ip->dst_addr;
+	uint32_t ports = 0;
+	uint32_t h;
+
+	if (has_ports) {
+		const uint16_t *p = l4;
+		uint16_t s = p[0], d = p[1];
+
+		ports = s < d ? ((uint32_t)s << 16 | d) : ((uint32_t)d << 16 | s);
+	}
+	h = rte_hash_crc_4byte(a < b ? a : b, ip->next_proto_id);
+	h = rte_hash_crc_4byte(a < b ? b : a, h);
+	return rte_hash_crc_4byte(ports, h);
+}
+
+/* Parse once and keep the result in the mbuf (packet_type, l2/l3/l4 lengths,
+ * hash.rss) for every NF. @return 0, or the drop cause. */
+static int
+parse_pkt(struct rte_mbuf *pkt)
+{
+	struct rte_net_hdr_lens lens;
+	const struct rte_ipv4_hdr *ip;
+	uint32_t ptype, ip_hdr_len, ip_total_len;
+
+	if (unlikely(pkt->pkt_len > SQ_MAX_FRAME_BYTES))
+		return SQ_DROP_OVERSIZE;
+	if (unlikely(pkt->data_len < sizeof(struct rte_ether_hdr)))
+		return SQ_DROP_PARSE;
+	ptype = rte_net_get_ptype(pkt, &lens, RTE_PTYPE_ALL_MASK);
+	pkt->packet_type = ptype;
+	pkt->l2_len = lens.l2_len;
+	pkt->l3_len = lens.l3_len;
+	pkt->l4_len = lens.l4_len;
+	pkt->hash.rss = 0;
+	if (!RTE_ETH_IS_IPV4_HDR(ptype))
+		return 0;
+	/* rte_net_get_ptype stops at a header it cannot read; NFs must be able
+	 * to trust l3_len, so a short or inconsistent IPv4 header is dropped. */
+	if (unlikely(pkt->data_len < lens.l2_len + sizeof(struct rte_ipv4_hdr)))
+		return SQ_DROP_PARSE;
+	ip = rte_pktmbuf_mtod_offset(pkt, const struct rte_ipv4_hdr *, lens.l2_len);
+	ip_hdr_len = rte_ipv4_hdr_len(ip);
+	ip_total_len = rte_be_to_cpu_16(ip->total_length);
+	if (unlikely(ip_hdr_len < sizeof(*ip) || pkt->data_len < lens.l2_len + ip_hdr_len ||
+		     ip_total_len < ip_hdr_len || pkt->pkt_len < lens.l2_len + ip_total_len))
+		return SQ_DROP_PARSE;
+	{
+		uint32_t l4 = ptype & RTE_PTYPE_L4_MASK;
+		bool ports = (l4 == RTE_PTYPE_L4_TCP || l4 == RTE_PTYPE_L4_UDP) &&
+			     pkt->data_len >= lens.l2_len + lens.l3_len + 4;
+
+		pkt->hash.rss = flow_hash_ipv4(
+			ip, rte_pktmbuf_mtod_offset(pkt, void *, lens.l2_len + lens.l3_len),
+			ports);
+	}
+	return 0;
+}
+
+static const struct sq_cfg_rule *
+match_rule(const struct sq_config *cfg, uint16_t port_idx, const struct rte_mbuf *pkt)
+{
+	const struct rte_ether_hdr *eth = rte_pktmbuf_mtod(pkt, const struct rte_ether_hdr *);
+
+	for (uint16_t i = 0; i < cfg->n_rules; i++) {
+		const struct sq_cfg_rule *r = &cfg->rules[i];
+
+		if (r->in_port >= 0 && r->in_port != port_idx)
+			continue;
+		if (r->has_dst_mac && !rte_is_same_ether_addr(&r->dst_mac, &eth->dst_addr))
+			continue;
+		return r;
+	}
+	return NULL;
+}
+
+static void
+rx_one(struct mgr *mgr, uint16_t port_idx, struct rte_mbuf *pkt, uint64_t now_tsc)
+{
+	struct role_ctx *role = &mgr->rx;
+	const struct sq_cfg_rule *rule;
+	struct sq_pkt_meta *meta;
+	int cause;
+
+	cause = parse_pkt(pkt);
+	if (unlikely(cause != 0)) {
+		mgr_drop(&role->stats, cause, pkt);
+		return;
+	}
+	rule = match_rule(mgr->cfg, port_idx, pkt);
+	if (unlikely(rule == NULL)) {
+		mgr_drop(&role->stats, SQ_DROP_NO_RULE, pkt);
+		return;
+	}
+	meta = sq_pkt_meta(pkt);
+	*meta = (struct sq_pkt_meta){
+		.chain = rule->chain,
+		.in_port = port_idx,
+		.out_port = rule->out_port,
+		.flow_hash = pkt->hash.rss,
+		.rx_tsc = now_tsc,
+	};
+	mgr->chains[rule->chain].rx_pkts++;
+	mgr_steer_to_service(mgr, role, mgr->cfg->chains[rule->chain].services[0], pkt);
+}
+
+static unsigned int
+rx_port(struct mgr *mgr, uint16_t port_idx)
+{
+	struct rte_mbuf *pkts[256];
+	struct mgr_port *port = &mgr->ports[port_idx];
+	uint64_t now_tsc, bytes = 0;
+	uint16_t n;
+
+	n = rte_eth_rx_burst(port->port_id, 0, pkts, (uint16_t)mgr->cfg->rx_burst);
+	if (n == 0)
+		return 0;
+	now_tsc = rte_rdtsc();
+	for (uint16_t i = 0; i < n && i < PREFETCH_AHEAD; i++)
+		rte_prefetch0(rte_pktmbuf_mtod(pkts[i], void *));
+	for (uint16_t i = 0; i < n; i++) {
+		if (i + PREFETCH_AHEAD < n)
+			rte_prefetch0(rte_pktmbuf_mtod(pkts[i + PREFETCH_AHEAD], void *));
+		bytes += pkts[i]->pkt_len;
+		rx_one(mgr, port_idx, pkts[i], now_tsc);
+	}
+	port->rx_pkts += n;
+	port->rx_bytes += bytes;
+	mgr->rx.stats.rx_pkts += n;
+	mgr->last_pkt_tsc = now_tsc;
+	return n;
+}
+
+unsigned int
+mgr_rx_poll(struct mgr *mgr)
+{
+	unsigned int moved = 0;
+
+	for (uint16_t p = 0; p < mgr->n_ports; p++)
+		moved += rx_port(mgr, p);
+	mgr_steer_flush(mgr, &mgr->rx);
+	atomic_fetch_add_explicit(&mgr->rx_rounds, 1, memory_order_release);
+	return moved;
+}

@@ -1,0 +1,299 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * stats role: sums the per-role counters, prints the periodic one-line
+ * summary, and describes ports, NFs and chains to a sink: DPDK telemetry
+ * (telemetry.c) or the JSON file written at exit. One walker, two outputs,
+ * so the two can never disagree.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_mempool.h>
+#include <rte_ring.h>
+
+#include "mgr.h"
+#include "stats.h"
+
+void
+mgr_stats_totals(const struct mgr *mgr, struct mgr_totals *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->rx_pkts = mgr->rx.stats.rx_pkts;
+	t->tx_pkts = mgr->rx.stats.tx_pkts + mgr->tx.stats.tx_pkts;
+	for (int c = 0; c < SQ_DROP_MAX; c++) {
+		t->drops[c] = mgr->rx.stats.drops[c] + mgr->tx.stats.drops[c];
+		t->drop_pkts += t->drops[c];
+	}
+}
+
+unsigned int
+mgr_mbufs_in_use(const struct mgr *mgr)
+{
+	return mgr->pool != NULL ? rte_mempool_in_use_count(mgr->pool) : 0;
+}
+
+static unsigned int
+nfs_live(const struct mgr *mgr)
+{
+	unsigned int n = 0;
+
+	for (uint32_t i = 0; i < mgr->n_nfs; i++)
+		n += atomic_load_explicit(&mgr->nfs[i].live, memory_order_relaxed);
+	return n;
+}
+
+void
+mgr_stats_visit_totals(const struct mgr *mgr, struct stats_sink *s)
+{
+	struct mgr_totals t;
+
+	mgr_stats_totals(mgr, &t);
+	s->u64(s, "rx_pkts", t.rx_pkts);
+	s->u64(s, "tx_pkts", t.tx_pkts);
+	s->u64(s, "drop_pkts", t.drop_pkts);
+	s->u64(s, "mbufs_in_use", mgr_mbufs_in_use(mgr));
+	s->u64(s, "mbufs_total", mgr->pool != NULL ? mgr->pool->size : 0);
+	s->u64(s, "nfs_live", nfs_live(mgr));
+	s->u64(s, "nfs_total", mgr->n_nfs);
+	s->begin(s, "drops");
+	for (int c = 0; c < SQ_DROP_MAX; c++)
+		s->u64(s, sq_drop_keys[c], t.drops[c]);
+	s->end(s);
+}
+
+void
+mgr_stats_visit_ports(const struct mgr *mgr, struct stats_sink *s)
+{
+	for (uint16_t i = 0; i < mgr->n_ports; i++) {
+		const struct mgr_port *p = &mgr->ports[i];
+		struct rte_eth_stats eth = { 0 };
+
+		rte_eth_stats_get(p->port_id, &eth);
+		s->begin(s, p->name);
+		s->u64(s, "id", i);
+		s->str(s, "devargs", p->devargs);
+		s->u64(s, "rx_pkts", p->rx_pkts);
+		s->u64(s, "rx_bytes", p->rx_bytes);
+		s->u64(s, "tx_pkts", p->tx_pkts);
+		s->u64(s, "tx_bytes", p->tx_bytes);
+		s->u64(s, "rx_eth_missed", eth.imissed);
+		s->u64(s, "rx_eth_errors", eth.ierrors);
+		s->u64(s, "rx_nombuf", eth.rx_nombuf);
+		s->u64(s, "tx_eth_errors", eth.oerrors);
+		s->end(s);
+	}
+}
+
+static void
+visit_nf(const struct mgr *mgr, const struct mgr_nf *nf, struct stats_sink *s)
+{
+	const struct sq_nf_ctl *ctl = nf->ctl;
+	char key[SQ_NAME_LEN + 16];
+
+	snprintf(key, sizeof(key), "%s#%u", ctl->service, nf->instance);
+	s->begin(s, key);
+	s->u64(s, "id", nf->id);
+	s->str(s, "service", ctl->service);
+	s->u64(s, "instance", nf->instance);
+	s->u64(s, "pid", (uint64_t)nf->pid);
+	s->str(s, "state", mgr_nf_state_name(atomic_load(&ctl->state)));
+	s->str(s, "mode", ctl->mode == SQ_NF_MODE_POLL ? "poll" : "sleep");
+	s->u64(s, "start_us", nf->ready_tsc > nf->start_tsc
+				      ? (nf->ready_tsc - nf->start_tsc) * 1000000 / rte_get_tsc_hz()
+				      : 0);
+	s->u64(s, "rx_pkts", ctl->rx_pkts);
+	s->u64(s, "tx_pkts", ctl->tx_pkts);
+	s->u64(s, "drop_verdicts", ctl->drop_verdicts);
+	s->u64(s, "bursts", ctl->bursts);
+	s->u64(s, "sleeps", ctl->sleeps);
+	s->u64(s, "wakes", ctl->wakes);
+	s->u64(s, "tx_full_spins", ctl->tx_full_spins);
+	s->u64(s, "handler_cycles", ctl->handler_tsc);
+	s->u64(s, "rx_ring_count", rte_ring_count(nf->rx));
+	s->u64(s, "tx_ring_count", rte_ring_count(nf->tx));
+	/* NF-defined counters, flat with a prefix: telemetry nests one level only. */
+	for (int c = 0; c < SQ_NF_COUNTERS; c++) {
+		char name[SQ_NAME_LEN + 4];
+
+		if (ctl->counter_names[c][0] == '\0')
+			continue;
+		snprintf(name, sizeof(name), "c_%.*s", SQ_NAME_LEN - 1, ctl->counter_names[c]);
+		s->u64(s, name, ctl->counters[c]);
+	}
+	s->end(s);
+	(void)mgr;
+}
+
+void
+mgr_stats_visit_nfs(const struct mgr *mgr, struct stats_sink *s, uint32_t first, uint32_t max)
+{
+	uint32_t end = first + max < mgr->n_nfs ? first + max : mgr->n_nfs;
+
+	for (uint32_t i = first; i < end; i++)
+		visit_nf(mgr, &mgr->nfs[i], s);
+}
+
+void
+mgr_stats_visit_chains(const struct mgr *mgr, struct stats_sink *s)
+{
+	for (uint16_t c = 0; c < mgr->cfg->n_chains; c++) {
+		const struct sq_cfg_chain *cc = &mgr->cfg->chains[c];
+		char hops[SQ_MAX_HOPS * SQ_CFG_NAME_LEN] = "";
+		size_t off = 0;
+
+		for (uint16_t h = 0; h < cc->n_hops; h++)
+			off += (size_t)snprintf(hops + off, sizeof(hops) - off, "%s%s", h ? "," : "",
+						mgr->cfg->services[cc->services[h]].name);
+		s->begin(s, cc->name);
+		s->u64(s, "id", c);
+		s->str(s, "hops", hops);
+		s->u64(s, "rx_pkts", mgr->chains[c].rx_pkts);
+		s->u64(s, "tx_pkts", mgr->chains[c].tx_pkts);
+		s->u64(s, "visits_mismatch", mgr->chains[c].visits_mismatch);
+		s->end(s);
+	}
+}
+
+/* ---- JSON file sink ---- */
+
+struct json_sink {
+	struct stats_sink sink;
+	FILE *f;
+	int depth;
+	bool first[8];
+};
+
+static void
+json_key(struct json_sink *j, const char *name)
+{
+	fprintf(j->f, "%s\n%*s\"%s\": ", j->first[j->depth] ? "" : ",", 2 * j->depth, "", name);
+	j->first[j->depth] = false;
+}
+
+static void
+json_begin(struct stats_sink *s, const char *name)
+{
+	struct json_sink *j = (struct json_sink *)s;
+
+	json_key(j, name);
+	fputc('{', j->f);
+	j->first[++j->depth] = true;
+}
+
+static void
+json_end(struct stats_sink *s)
+{
+	struct json_sink *j = (struct json_sink *)s;
+
+	j->depth--;
+	fprintf(j->f, "\n%*s}", 2 * j->depth, "");
+}
+
+static void
+json_u64(struct stats_sink *s, const char *name, uint64_t v)
+{
+	struct json_sink *j = (struct json_sink *)s;
+
+	json_key(j, name);
+	fprintf(j->f, "%" PRIu64, v);
+}
+
+/* Strings here are names and devargs; escape what JSON requires anyway. */
+static void
+json_str(struct stats_sink *s, const char *name, const char *v)
+{
+	struct json_sink *j = (struct json_sink *)s;
+
+	json_key(j, name);
+	fputc('"', j->f);
+	for (; *v != '\0'; v++) {
+		if (*v == '"' || *v == '\\')
+			fprintf(j->f, "\\%c", *v);
+		else if ((unsigned char)*v < 0x20)
+			fprintf(j->f, "\\u%04x", *v);
+		else
+			fputc(*v, j->f);
+	}
+	fputc('"', j->f);
+}
+
+int
+mgr_stats_write_json(struct mgr *mgr, const char *path)
+{
+	struct json_sink j = {
+		.sink = { .begin = json_begin, .end = json_end, .u64 = json_u64, .str = json_str },
+		.first = { true },
+	};
+	int ret = 0;
+
+	j.f = fopen(path, "w");
+	if (j.f == NULL)
+		return -errno;
+	fputc('{', j.f);
+	json_begin(&j.sink, "stats");
+	mgr_stats_visit_totals(mgr, &j.sink);
+	json_end(&j.sink);
+	json_begin(&j.sink, "ports");
+	mgr_stats_visit_ports(mgr, &j.sink);
+	json_end(&j.sink);
+	json_begin(&j.sink, "nfs");
+	mgr_stats_visit_nfs(mgr, &j.sink, 0, mgr->n_nfs);
+	json_end(&j.sink);
+	json_begin(&j.sink, "chains");
+	mgr_stats_visit_chains(mgr, &j.sink);
+	json_end(&j.sink);
+	fputs("\n}\n", j.f);
+	if (fclose(j.f) != 0)
+		ret = -errno;
+	return ret;
+}
+
+/* ---- the periodic line ---- */
+
+static void
+print_line(struct mgr *mgr, double secs)
+{
+	struct mgr_totals t;
+	char ports[256] = "";
+	size_t off = 0;
+
+	mgr_stats_totals(mgr, &t);
+	for (uint16_t i = 0; i < mgr->n_ports && off < sizeof(ports); i++) {
+		struct mgr_port *p = &mgr->ports[i];
+
+		off += (size_t)snprintf(ports + off, sizeof(ports) - off,
+					" | %s rx %.0f tx %.0f pps", p->name,
+					(double)(p->rx_pkts - p->last_rx_pkts) / secs,
+					(double)(p->tx_pkts - p->last_tx_pkts) / secs);
+		p->last_rx_pkts = p->rx_pkts;
+		p->last_tx_pkts = p->tx_pkts;
+	}
+	printf("squall: rx %" PRIu64 " tx %" PRIu64 " drop %" PRIu64
+	       " | nfs %u/%u | mbufs %u%s\n",
+	       t.rx_pkts, t.tx_pkts, t.drop_pkts, nfs_live(mgr), mgr->n_nfs, mgr_mbufs_in_use(mgr),
+	       ports);
+	fflush(stdout);
+}
+
+unsigned int
+mgr_stats_poll(struct mgr *mgr)
+{
+	static uint64_t last_tsc;
+	uint64_t now = rte_rdtsc();
+	uint64_t interval_tsc = rte_get_tsc_hz() / 1000 * mgr->cfg->stats_interval_ms;
+
+	if (mgr->cfg->stats_interval_ms == 0 || mgr->quiet)
+		return 0;
+	if (last_tsc == 0) {
+		last_tsc = now;
+		return 0;
+	}
+	if (now - last_tsc < interval_tsc)
+		return 0;
+	print_line(mgr, (double)(now - last_tsc) / (double)rte_get_tsc_hz());
+	last_tsc = now;
+	return 1;
+}

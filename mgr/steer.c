@@ -1,0 +1,152 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * Steering: the rx and tx roles both hand packets to NF instances and ports.
+ * Packets are staged per destination and sent as one burst per round, so a
+ * burst costs one ring operation and one wake check per NF it touches.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+
+#include "mgr.h"
+
+#define SQ_DROP_KEY(sym, key, str) #key,
+#define SQ_DROP_STR(sym, key, str) str,
+const char *const sq_drop_keys[SQ_DROP_MAX] = { SQ_FOREACH_DROP(SQ_DROP_KEY) };
+const char *const sq_drop_names[SQ_DROP_MAX] = { SQ_FOREACH_DROP(SQ_DROP_STR) };
+
+/* A port that cannot take a burst now: retry this many times, then drop. */
+#define PORT_TX_RETRIES 8
+
+int
+mgr_role_init(struct mgr *mgr, struct role_ctx *role)
+{
+	role->stages = calloc(mgr->n_nfs ? mgr->n_nfs : 1, sizeof(*role->stages));
+	role->touched = calloc(mgr->n_nfs ? mgr->n_nfs : 1, sizeof(*role->touched));
+	if (role->stages == NULL || role->touched == NULL) {
+		mgr_role_free(role);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void
+mgr_role_free(struct role_ctx *role)
+{
+	free(role->stages);
+	free(role->touched);
+	role->stages = NULL;
+	role->touched = NULL;
+}
+
+void
+mgr_drop(struct role_stats *st, enum sq_drop cause, struct rte_mbuf *pkt)
+{
+	st->drops[cause]++;
+	sq_pkt_meta(pkt)->owner = 0;
+	rte_pktmbuf_free(pkt);
+}
+
+/* Symmetric RSS (DESIGN §7): both directions of a flow pick one instance;
+ * an instance that died is skipped, so only its flows move. */
+static struct mgr_nf *
+pick_instance(struct mgr *mgr, uint16_t service, uint32_t flow_hash)
+{
+	const struct mgr_service *svc = &mgr->services[service];
+	uint32_t start, i;
+
+	if (svc->n_nfs == 0)
+		return NULL;
+	start = flow_hash % svc->n_nfs;
+	for (i = 0; i < svc->n_nfs; i++) {
+		struct mgr_nf *nf = &mgr->nfs[svc->first_nf + (start + i) % svc->n_nfs];
+
+		if (likely(atomic_load_explicit(&nf->live, memory_order_relaxed)))
+			return nf;
+	}
+	return NULL;
+}
+
+static void
+flush_nf(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id)
+{
+	struct nf_stage *stage = &role->stages[nf_id];
+	struct mgr_nf *nf = &mgr->nfs[nf_id];
+	unsigned int sent;
+
+	sent = rte_ring_enqueue_burst(nf->rx, (void **)stage->pkts, stage->n, NULL);
+	for (unsigned int i = sent; i < stage->n; i++)
+		mgr_drop(&role->stats, SQ_DROP_NF_RING_FULL, stage->pkts[i]);
+	stage->n = 0;
+}
+
+void
+mgr_steer_to_service(struct mgr *mgr, struct role_ctx *role, uint16_t service,
+		     struct rte_mbuf *pkt)
+{
+	struct sq_pkt_meta *meta = sq_pkt_meta(pkt);
+	struct mgr_nf *nf = pick_instance(mgr, service, meta->flow_hash);
+	struct nf_stage *stage;
+
+	if (unlikely(nf == NULL)) {
+		mgr_drop(&role->stats, SQ_DROP_NO_NF, pkt);
+		return;
+	}
+	stage = &role->stages[nf->id];
+	if (stage->n == 0)
+		role->touched[role->n_touched++] = nf->id;
+	else if (unlikely(stage->n == SQ_NF_BURST_MAX))
+		flush_nf(mgr, role, nf->id); /* stays on the touched list */
+	/* Set before the enqueue: once in the ring the NF may already hold it,
+	 * and a crash reclaim finds the packets an NF held by this tag. */
+	meta->owner = nf->id + 1;
+	stage->pkts[stage->n++] = pkt;
+}
+
+static void
+flush_port(struct mgr *mgr, struct role_ctx *role, uint16_t port_idx)
+{
+	struct port_stage *stage = &role->ports[port_idx];
+	struct mgr_port *port = &mgr->ports[port_idx];
+	uint16_t sent = 0;
+	uint64_t bytes = 0;
+
+	for (uint16_t i = 0; i < stage->n; i++)
+		bytes += stage->pkts[i]->pkt_len;
+	for (int tries = 0; sent < stage->n && tries < PORT_TX_RETRIES; tries++)
+		sent += rte_eth_tx_burst(port->port_id, 0, stage->pkts + sent, stage->n - sent);
+	for (uint16_t i = sent; i < stage->n; i++) {
+		bytes -= stage->pkts[i]->pkt_len;
+		mgr_drop(&role->stats, SQ_DROP_PORT_TX_FULL, stage->pkts[i]);
+	}
+	port->tx_pkts += sent;
+	port->tx_bytes += bytes;
+	role->stats.tx_pkts += sent;
+	stage->n = 0;
+}
+
+void
+mgr_steer_to_port(struct mgr *mgr, struct role_ctx *role, uint16_t port, struct rte_mbuf *pkt)
+{
+	struct port_stage *stage = &role->ports[port];
+
+	if (unlikely(stage->n == SQ_NF_BURST_MAX))
+		flush_port(mgr, role, port);
+	sq_pkt_meta(pkt)->owner = 0;
+	stage->pkts[stage->n++] = pkt;
+}
+
+void
+mgr_steer_flush(struct mgr *mgr, struct role_ctx *role)
+{
+	for (uint32_t i = 0; i < role->n_touched; i++)
+		flush_nf(mgr, role, role->touched[i]);
+	if (role->n_touched > 0)
+		mgr_wakeup_check(mgr, role->touched, role->n_touched);
+	role->n_touched = 0;
+	for (uint16_t p = 0; p < mgr->n_ports; p++)
+		if (role->ports[p].n > 0)
+			flush_port(mgr, role, p);
+}

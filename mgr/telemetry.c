@@ -1,0 +1,169 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * Control: DPDK telemetry commands, so Debian's dpdk-telemetry.py and
+ * squallctl read the manager with no protocol of our own.
+ *
+ *   /squall/stats         totals, drops by cause, mbufs in use
+ *   /squall/ports         per-port counters
+ *   /squall/nfs[,FIRST]   per-NF state and counters, NFS_PAGE at a time
+ *   /squall/chains        per-chain counters
+ *   /squall/drop_causes   each drop key with its user-facing description
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <rte_telemetry.h>
+
+#include "mgr.h"
+#include "stats.h"
+
+/* Telemetry replies are capped at 16 KB; an NF's entry is ~500 B. */
+#define NFS_PAGE 24
+
+static struct mgr *tel_mgr;
+
+/* DPDK 22.11 telemetry nests one level: a dict may hold dicts of values. */
+struct tel_sink {
+	struct stats_sink sink;
+	struct rte_tel_data *top;
+	struct rte_tel_data *child;
+	char child_name[64];
+};
+
+static void
+tel_begin(struct stats_sink *s, const char *name)
+{
+	struct tel_sink *t = (struct tel_sink *)s;
+
+	t->child = rte_tel_data_alloc();
+	if (t->child == NULL)
+		return;
+	rte_tel_data_start_dict(t->child);
+	snprintf(t->child_name, sizeof(t->child_name), "%s", name);
+}
+
+static void
+tel_end(struct stats_sink *s)
+{
+	struct tel_sink *t = (struct tel_sink *)s;
+
+	if (t->child == NULL)
+		return;
+	if (rte_tel_data_add_dict_container(t->top, t->child_name, t->child, 0) < 0)
+		rte_tel_data_free(t->child);
+	t->child = NULL;
+}
+
+static void
+tel_u64(struct stats_sink *s, const char *name, uint64_t v)
+{
+	struct tel_sink *t = (struct tel_sink *)s;
+
+	rte_tel_data_add_dict_u64(t->child != NULL ? t->child : t->top, name, v);
+}
+
+static void
+tel_str(struct stats_sink *s, const char *name, const char *v)
+{
+	struct tel_sink *t = (struct tel_sink *)s;
+
+	rte_tel_data_add_dict_string(t->child != NULL ? t->child : t->top, name, v);
+}
+
+static void
+tel_sink_init(struct tel_sink *t, struct rte_tel_data *d)
+{
+	*t = (struct tel_sink){
+		.sink = { .begin = tel_begin, .end = tel_end, .u64 = tel_u64, .str = tel_str },
+		.top = d,
+	};
+	rte_tel_data_start_dict(d);
+}
+
+static int
+cmd_stats(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	struct tel_sink t;
+
+	(void)cmd;
+	(void)params;
+	tel_sink_init(&t, d);
+	mgr_stats_visit_totals(tel_mgr, &t.sink);
+	return 0;
+}
+
+static int
+cmd_ports(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	struct tel_sink t;
+
+	(void)cmd;
+	(void)params;
+	tel_sink_init(&t, d);
+	mgr_stats_visit_ports(tel_mgr, &t.sink);
+	return 0;
+}
+
+static int
+cmd_nfs(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	uint32_t first = 0;
+	struct tel_sink t;
+
+	(void)cmd;
+	if (params != NULL && *params != '\0') {
+		char *end;
+		unsigned long v = strtoul(params, &end, 10);
+
+		if (*end != '\0')
+			return -EINVAL;
+		first = (uint32_t)v;
+	}
+	tel_sink_init(&t, d);
+	mgr_stats_visit_nfs(tel_mgr, &t.sink, first, NFS_PAGE);
+	/* Paging: "next" is the first id of the next page, when there is one. */
+	if ((uint64_t)first + NFS_PAGE < tel_mgr->n_nfs)
+		rte_tel_data_add_dict_u64(d, "next", first + NFS_PAGE);
+	return 0;
+}
+
+static int
+cmd_chains(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	struct tel_sink t;
+
+	(void)cmd;
+	(void)params;
+	tel_sink_init(&t, d);
+	mgr_stats_visit_chains(tel_mgr, &t.sink);
+	return 0;
+}
+
+static int
+cmd_drop_causes(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	(void)cmd;
+	(void)params;
+	rte_tel_data_start_dict(d);
+	for (int c = 0; c < SQ_DROP_MAX; c++)
+		rte_tel_data_add_dict_string(d, sq_drop_keys[c], sq_drop_names[c]);
+	return 0;
+}
+
+int
+mgr_telemetry_init(struct mgr *mgr)
+{
+	tel_mgr = mgr;
+	if (rte_telemetry_register_cmd("/squall/stats", cmd_stats,
+				       "Totals, drops by cause, mbufs in use. No parameters") < 0 ||
+	    rte_telemetry_register_cmd("/squall/ports", cmd_ports,
+				       "Per-port counters. No parameters") < 0 ||
+	    rte_telemetry_register_cmd("/squall/nfs", cmd_nfs,
+				       "Per-NF state and counters. Parameter: first NF id; "
+				       "\"next\" gives the next page") < 0 ||
+	    rte_telemetry_register_cmd("/squall/chains", cmd_chains,
+				       "Per-chain counters. No parameters") < 0 ||
+	    rte_telemetry_register_cmd("/squall/drop_causes", cmd_drop_causes,
+				       "What each drop counter means. No parameters") < 0)
+		return -EEXIST;
+	return 0;
+}

@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * tx role: take packets back from every NF's tx ring and carry out their
+ * verdicts: the chain's next NF, a port, another service, or a counted drop.
+ */
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+
+#include "mgr.h"
+
+/* NEXT at the last hop leaves the chain by the rule's egress port. */
+static void
+verdict_next(struct mgr *mgr, struct role_ctx *role, struct rte_mbuf *pkt,
+	     struct sq_pkt_meta *meta)
+{
+	const struct sq_cfg_chain *chain = &mgr->cfg->chains[meta->chain];
+
+	meta->hop++;
+	if (meta->hop < chain->n_hops) {
+		mgr_steer_to_service(mgr, role, chain->services[meta->hop], pkt);
+		return;
+	}
+	/* Each hop's libsquall counts itself in nf_visits: a mismatch means a
+	 * packet skipped or repeated an NF. Tests assert this stays 0. */
+	if (unlikely(meta->nf_visits != chain->n_hops))
+		mgr->chains[meta->chain].visits_mismatch++;
+	mgr->chains[meta->chain].tx_pkts++;
+	mgr_steer_to_port(mgr, role, meta->out_port, pkt);
+}
+
+static void
+carry_out(struct mgr *mgr, struct role_ctx *role, struct rte_mbuf *pkt)
+{
+	struct sq_pkt_meta *meta = sq_pkt_meta(pkt);
+	uint16_t arg = meta->verdict & 0xffff;
+
+	meta->owner = 0;
+	switch (meta->verdict >> 16) {
+	case SQ_VERDICT_NEXT:
+		verdict_next(mgr, role, pkt, meta);
+		return;
+	case SQ_VERDICT_DROP:
+		mgr_drop(&role->stats, SQ_DROP_NF_VERDICT, pkt);
+		return;
+	case SQ_VERDICT_OUT:
+		if (unlikely(arg >= mgr->n_ports))
+			break;
+		mgr->chains[meta->chain].tx_pkts++;
+		mgr_steer_to_port(mgr, role, arg, pkt);
+		return;
+	case SQ_VERDICT_TO:
+		if (unlikely(arg >= mgr->cfg->n_services))
+			break;
+		if (unlikely(meta->nf_visits >= SQ_MAX_VISITS)) {
+			mgr_drop(&role->stats, SQ_DROP_HOP_LIMIT, pkt);
+			return;
+		}
+		mgr_steer_to_service(mgr, role, arg, pkt);
+		return;
+	default:
+		break;
+	}
+	mgr_drop(&role->stats, SQ_DROP_BAD_VERDICT, pkt);
+}
+
+unsigned int
+mgr_tx_drain_nf(struct mgr *mgr, struct mgr_nf *nf)
+{
+	struct rte_mbuf *pkts[SQ_NF_BURST_MAX];
+	unsigned int n;
+
+	n = rte_ring_sc_dequeue_burst(nf->tx, (void **)pkts, SQ_NF_BURST_MAX, NULL);
+	for (unsigned int i = 0; i < n; i++)
+		carry_out(mgr, &mgr->tx, pkts[i]);
+	return n;
+}
+
+unsigned int
+mgr_tx_poll(struct mgr *mgr)
+{
+	unsigned int moved = 0;
+
+	for (uint32_t i = 0; i < mgr->n_nfs; i++)
+		moved += mgr_tx_drain_nf(mgr, &mgr->nfs[i]);
+	mgr_steer_flush(mgr, &mgr->tx);
+	if (moved > 0)
+		mgr->last_pkt_tsc = rte_rdtsc();
+	return moved;
+}
