@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <rte_ethdev.h>
 #include <rte_log.h>
 #include <rte_mbuf.h>
 #include <rte_ring.h>
@@ -19,8 +20,8 @@
 #include "config.h"
 
 extern int sq_logtype_mgr;
-#define RTE_LOGTYPE_SQ_MGR sq_logtype_mgr
-#define MGR_LOG(level, ...) RTE_LOG(level, SQ_MGR, __VA_ARGS__)
+#define MGR_LOG(level, fmt, ...)                                                \
+	rte_log(RTE_LOG_##level, sq_logtype_mgr, "squall-mgr: " fmt, ##__VA_ARGS__)
 
 /* A packet that went through more NF hops than this is looping (TO verdicts). */
 #define SQ_MAX_VISITS 64
@@ -85,6 +86,8 @@ struct mgr_port {
 	/* written by tx: */
 	uint64_t tx_pkts __rte_cache_aligned;
 	uint64_t tx_bytes;
+	bool closed;
+	struct rte_eth_stats eth_final; /* DPDK's counters, kept at close */
 	uint64_t last_rx_pkts;  /* stats role: for rates */
 	uint64_t last_tx_pkts;
 };
@@ -138,6 +141,9 @@ struct mgr {
 	bool rx_elsewhere;
 	const char *nf_path;
 	bool quiet;
+	/* mbufs the ports keep for themselves (af_xdp's fill ring), measured
+	 * after they start and before any traffic; never returned by 22.11's af_xdp. */
+	unsigned int mbufs_port_reserved;
 };
 
 /* region.c */

@@ -83,8 +83,8 @@ mgr_nfs_init(struct mgr *mgr)
 	uint32_t id = 0;
 	int ret;
 
-	mgr->n_nfs = mgr->region->max_nfs;
-	mgr->nfs = calloc(mgr->n_nfs ? mgr->n_nfs : 1, sizeof(*mgr->nfs));
+	/* Telemetry reads n_nfs from its own thread: publish it after the array. */
+	mgr->nfs = calloc(mgr->region->max_nfs ? mgr->region->max_nfs : 1, sizeof(*mgr->nfs));
 	if (mgr->nfs == NULL)
 		return -ENOMEM;
 	for (uint16_t s = 0; s < mgr->cfg->n_services; s++) {
@@ -95,6 +95,7 @@ mgr_nfs_init(struct mgr *mgr)
 			ret = init_nf(mgr, &mgr->nfs[id], s, (uint16_t)i);
 			if (ret < 0)
 				return ret;
+			mgr->n_nfs = id + 1;
 		}
 	}
 	return 0;
@@ -292,7 +293,7 @@ nf_gone(struct mgr *mgr, struct mgr_nf *nf, int status)
 	}
 	/* Expected at shutdown: INFO; otherwise the user should know: WARNING. */
 	rte_log(stopping && clean ? RTE_LOG_INFO : RTE_LOG_WARNING, sq_logtype_mgr,
-		"squall.mgr: %s#%u (pid %d) %s %d\n", nf->ctl->service, nf->instance, nf->pid,
+		"squall-mgr: %s#%u (pid %d) %s %d\n", nf->ctl->service, nf->instance, nf->pid,
 		WIFSIGNALED(status) ? "killed by signal" : "exited with",
 		WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
 	nf->pid = 0;

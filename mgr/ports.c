@@ -142,6 +142,8 @@ void
 mgr_ports_close(struct mgr *mgr)
 {
 	for (uint16_t i = 0; i < mgr->n_ports; i++) {
+		rte_eth_stats_get(mgr->ports[i].port_id, &mgr->ports[i].eth_final);
+		mgr->ports[i].closed = true;
 		rte_eth_dev_stop(mgr->ports[i].port_id);
 		/* close flushes what net_pcap buffered for its tx_pcap */
 		rte_eth_dev_close(mgr->ports[i].port_id);

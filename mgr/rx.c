@@ -137,11 +137,15 @@ rx_port(struct mgr *mgr, uint16_t port_idx)
 	if (n == 0)
 		return 0;
 	now_tsc = rte_rdtsc();
-	for (uint16_t i = 0; i < n && i < PREFETCH_AHEAD; i++)
+	for (uint16_t i = 0; i < n && i < PREFETCH_AHEAD; i++) {
 		rte_prefetch0(rte_pktmbuf_mtod(pkts[i], void *));
+		rte_prefetch0(sq_pkt_meta(pkts[i]));
+	}
 	for (uint16_t i = 0; i < n; i++) {
-		if (i + PREFETCH_AHEAD < n)
+		if (i + PREFETCH_AHEAD < n) {
 			rte_prefetch0(rte_pktmbuf_mtod(pkts[i + PREFETCH_AHEAD], void *));
+			rte_prefetch0(sq_pkt_meta(pkts[i + PREFETCH_AHEAD]));
+		}
 		bytes += pkts[i]->pkt_len;
 		rx_one(mgr, port_idx, pkts[i], now_tsc);
 	}

@@ -4,6 +4,7 @@
  * (telemetry.c) or the JSON file written at exit. One walker, two outputs,
  * so the two can never disagree.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -45,6 +46,19 @@ nfs_live(const struct mgr *mgr)
 	return n;
 }
 
+/* DPDK 22.11 telemetry accepts only [A-Za-z0-9_/] in keys; names may hold
+ * '-' or whatever an NF chose, so keys are sanitized and each object also
+ * carries its real "name" as a value. */
+static void
+key_from(char *key, size_t len, const char *name)
+{
+	size_t i;
+
+	for (i = 0; name[i] != '\0' && i + 1 < len; i++)
+		key[i] = isalnum((unsigned char)name[i]) || name[i] == '/' ? name[i] : '_';
+	key[i] = '\0';
+}
+
 void
 mgr_stats_visit_totals(const struct mgr *mgr, struct stats_sink *s)
 {
@@ -55,6 +69,7 @@ mgr_stats_visit_totals(const struct mgr *mgr, struct stats_sink *s)
 	s->u64(s, "tx_pkts", t.tx_pkts);
 	s->u64(s, "drop_pkts", t.drop_pkts);
 	s->u64(s, "mbufs_in_use", mgr_mbufs_in_use(mgr));
+	s->u64(s, "mbufs_port_reserved", mgr->mbufs_port_reserved);
 	s->u64(s, "mbufs_total", mgr->pool != NULL ? mgr->pool->size : 0);
 	s->u64(s, "nfs_live", nfs_live(mgr));
 	s->u64(s, "nfs_total", mgr->n_nfs);
@@ -71,8 +86,15 @@ mgr_stats_visit_ports(const struct mgr *mgr, struct stats_sink *s)
 		const struct mgr_port *p = &mgr->ports[i];
 		struct rte_eth_stats eth = { 0 };
 
-		rte_eth_stats_get(p->port_id, &eth);
-		s->begin(s, p->name);
+		if (p->closed)
+			eth = p->eth_final;
+		else
+			rte_eth_stats_get(p->port_id, &eth);
+		char key[SQ_CFG_NAME_LEN];
+
+		key_from(key, sizeof(key), p->name);
+		s->begin(s, key);
+		s->str(s, "name", p->name);
 		s->u64(s, "id", i);
 		s->str(s, "devargs", p->devargs);
 		s->u64(s, "rx_pkts", p->rx_pkts);
@@ -91,10 +113,12 @@ static void
 visit_nf(const struct mgr *mgr, const struct mgr_nf *nf, struct stats_sink *s)
 {
 	const struct sq_nf_ctl *ctl = nf->ctl;
-	char key[SQ_NAME_LEN + 16];
+	char name[SQ_NAME_LEN + 16], key[SQ_NAME_LEN + 16];
 
-	snprintf(key, sizeof(key), "%s#%u", ctl->service, nf->instance);
+	snprintf(name, sizeof(name), "%s/%u", ctl->service, nf->instance);
+	key_from(key, sizeof(key), name);
 	s->begin(s, key);
+	s->str(s, "name", name);
 	s->u64(s, "id", nf->id);
 	s->str(s, "service", ctl->service);
 	s->u64(s, "instance", nf->instance);
@@ -116,12 +140,13 @@ visit_nf(const struct mgr *mgr, const struct mgr_nf *nf, struct stats_sink *s)
 	s->u64(s, "tx_ring_count", rte_ring_count(nf->tx));
 	/* NF-defined counters, flat with a prefix: telemetry nests one level only. */
 	for (int c = 0; c < SQ_NF_COUNTERS; c++) {
-		char name[SQ_NAME_LEN + 4];
+		char cname[SQ_NAME_LEN + 4];
 
 		if (ctl->counter_names[c][0] == '\0')
 			continue;
 		snprintf(name, sizeof(name), "c_%.*s", SQ_NAME_LEN - 1, ctl->counter_names[c]);
-		s->u64(s, name, ctl->counters[c]);
+		key_from(cname, sizeof(cname), name);
+		s->u64(s, cname, ctl->counters[c]);
 	}
 	s->end(s);
 	(void)mgr;
@@ -147,7 +172,11 @@ mgr_stats_visit_chains(const struct mgr *mgr, struct stats_sink *s)
 		for (uint16_t h = 0; h < cc->n_hops; h++)
 			off += (size_t)snprintf(hops + off, sizeof(hops) - off, "%s%s", h ? "," : "",
 						mgr->cfg->services[cc->services[h]].name);
-		s->begin(s, cc->name);
+		char key[SQ_CFG_NAME_LEN];
+
+		key_from(key, sizeof(key), cc->name);
+		s->begin(s, key);
+		s->str(s, "name", cc->name);
 		s->u64(s, "id", c);
 		s->str(s, "hops", hops);
 		s->u64(s, "rx_pkts", mgr->chains[c].rx_pkts);

@@ -1,0 +1,283 @@
+#!/usr/bin/env python3
+"""Dataplane benchmark (issue 2): 64 B packets from a synthetic source through
+chains of 1, 2 and 3 NFs in poll and sleep mode, next to the limit measured in
+the same run: the manager -> no-op -> manager ring round trip (bench/ring_limit).
+Also: an idle NF's private memory, and NF start-to-ready time over 100 starts.
+
+Manager on core 0, NFs on core 1. Writes results/dataplane/<time>.json and a
+PNG; with --publish also docs/results/dataplane.{json,png}.
+
+    .venv/bin/python bench/dataplane.py [--quick] [--seconds S] [--reps N] [--publish]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "python"))
+
+from squall.api import ControlApi  # noqa: E402
+from squall.telemetry import Telemetry, TelemetryError  # noqa: E402
+
+MGR = ROOT / "build" / "mgr" / "squall-mgr"
+RING_LIMIT = ROOT / "build" / "bench" / "ring_limit"
+TARGETS = {
+    "ratio_1nf_sleep_vs_limit": ">= 0.70",
+    "nf_private_kb": "<= 256",
+    "nf_start_ms_p50": "<= 5",
+}
+
+
+def machine_facts() -> dict[str, Any]:
+    cpu = ""
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    dpdk = subprocess.run(
+        ["pkg-config", "--modversion", "libdpdk"], capture_output=True, text=True
+    ).stdout.strip()
+    huge = Path("/proc/sys/vm/nr_hugepages").read_text().strip()
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "kernel": platform.release(),
+        "dpdk": dpdk,
+        "hugepages_2m": int(huge),
+        "loadavg": Path("/proc/loadavg").read_text().split()[:3],
+    }
+
+
+def config_yaml(name: str, mode: str, services: list[str], instances: int = 1,
+                traffic: bool = True) -> str:
+    src = "net_null0,size=64,copy=0" if traffic else "net_null0,no-rx=1"
+    svc = "\n".join(
+        f"  - {{name: s{i}, exec: squall-nf-{s}, mode: {mode}, instances: {instances}}}"
+        for i, s in enumerate(services)
+    )
+    hops = ", ".join(f"s{i}" for i in range(len(services)))
+    return f"""manager: {{name: {name}, region_mb: 256, mbufs: 16383, stats_interval_ms: 0, nf_core: 1}}
+ports:
+  - {{name: in, devargs: "{src}"}}
+  - {{name: out, devargs: "net_null1,no-rx=1"}}
+services:
+{svc}
+chains:
+  - {{name: c, services: [{hops}]}}
+rules:
+  - {{in_port: in, chain: c, out_port: out}}
+"""
+
+
+class Manager:
+    """squall-mgr running one config, with a telemetry connection."""
+
+    def __init__(self, name: str, yaml: str, tmp: Path) -> None:
+        self.name = name
+        cfg = tmp / f"{name}.yaml"
+        cfg.write_text(yaml)
+        self.cmd = [str(MGR), "-q", str(cfg)]
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.api = self._connect()
+
+    def _connect(self) -> ControlApi:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                err = self.proc.stderr.read().decode() if self.proc.stderr else ""
+                raise RuntimeError(f"squall-mgr exited {self.proc.returncode}: {err}")
+            try:
+                tm = Telemetry.connect(name=self.name)
+                api = ControlApi(tm)
+                st = tm.query("/squall/stats")
+                if st["nfs_total"] > 0 and st["nfs_live"] == st["nfs_total"]:
+                    return api
+                tm.close()
+            except TelemetryError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError("squall-mgr did not come up in 60 s")
+
+    def stop(self) -> int:
+        self.api.tm.close()
+        self.proc.terminate()
+        try:
+            return self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
+
+
+def out_tx(api: ControlApi) -> int:
+    return next(p.tx_pkts for p in api.ports() if p.name == "out")
+
+
+def run_chain(tmp: Path, mode: str, n_nfs: int, seconds: float, warm_s: float) -> dict[str, Any]:
+    name = f"bench-{mode}{n_nfs}"
+    m = Manager(name, config_yaml(name, mode, ["fwd"] * n_nfs), tmp)
+    try:
+        time.sleep(warm_s)
+        t0, p0 = time.monotonic(), out_tx(m.api)
+        time.sleep(seconds)
+        t1, p1 = time.monotonic(), out_tx(m.api)
+        st = m.api.stats()
+        drops = st.drops
+    finally:
+        rc = m.stop()
+    return {
+        "mode": mode,
+        "nfs": n_nfs,
+        "mpps": (p1 - p0) / (t1 - t0) / 1e6,
+        "drops": drops,
+        "exit": rc,
+        "command": shlex.join(m.cmd),
+    }
+
+
+def ring_limit(seconds: float) -> tuple[float, str]:
+    cmd = [str(RING_LIMIT), str(seconds), "0", "1", "32", "1024"]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    return float(out.split()[1]), shlex.join(cmd)
+
+
+def private_kb(pid: int) -> int:
+    kb = 0
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith(("Private_Clean:", "Private_Dirty:")):
+            kb += int(line.split()[1])
+    return kb
+
+
+def idle_nf_memory(tmp: Path) -> dict[str, Any]:
+    name = "bench-mem"
+    m = Manager(name, config_yaml(name, "sleep", ["noop"], traffic=False), tmp)
+    try:
+        time.sleep(0.5)
+        nf = m.api.nfs()[0]
+        kb = private_kb(nf.pid)
+    finally:
+        m.stop()
+    return {"nf_private_kb": kb, "pid_state": nf.state}
+
+
+def nf_start_times(tmp: Path, n: int) -> list[float]:
+    name = "bench-start"
+    m = Manager(name, config_yaml(name, "sleep", ["noop"], instances=n, traffic=False), tmp)
+    try:
+        starts = [nf["start_us"] / 1000.0 for nf in m.api.nfs_dict().values()]
+    finally:
+        m.stop()
+    return starts
+
+
+def plot(results: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for mode, marker in (("poll", "o"), ("sleep", "s")):
+        pts = [r for r in results["chains"] if r["mode"] == mode]
+        xs = sorted({r["nfs"] for r in pts})
+        ys = [statistics.median(r["mpps"] for r in pts if r["nfs"] == x) for x in xs]
+        ax.plot(xs, ys, marker=marker, label=f"Squall, {mode} mode")
+    ax.axhline(results["summary"]["mpps_limit_ring_rtt"], color="gray", linestyle="--",
+               label="limit: ring round trip, no-op")
+    ax.set_xlabel("NFs in the chain")
+    ax.set_ylabel("throughput (Mpps, 64 B)")
+    ax.set_xticks([1, 2, 3])
+    ax.set_ylim(bottom=0)
+    ax.set_title("manager on core 0, NFs on core 1")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="1 rep, 1 s points, 20 starts")
+    ap.add_argument("--seconds", type=float, default=3.0, help="measured seconds per point")
+    ap.add_argument("--reps", type=int, default=3, help="repetitions per point")
+    ap.add_argument("--starts", type=int, default=100, help="NF starts to time")
+    ap.add_argument("--publish", action="store_true", help="also write docs/results/")
+    args = ap.parse_args()
+    if args.quick:
+        args.seconds, args.reps, args.starts = 1.0, 1, 20
+    for binary in (MGR, RING_LIMIT):
+        if not binary.exists():
+            print(f"dataplane: {binary} missing: run `make build`", file=sys.stderr)
+            return 2
+
+    command = shlex.join([sys.executable, *sys.argv])
+    print(f"command: {command}")
+    facts = machine_facts()
+    print(f"machine: {facts}")
+    results: dict[str, Any] = {"command": command, "machine": facts, "chains": [], "limit": []}
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        for rep in range(args.reps):
+            mpps, cmd = ring_limit(args.seconds)
+            results["limit"].append({"mpps": mpps, "command": cmd})
+            print(f"rep {rep}: limit (ring round trip)  {mpps:7.2f} Mpps")
+            for mode in ("poll", "sleep"):
+                for n in (1, 2, 3):
+                    r = run_chain(tmp, mode, n, args.seconds, warm_s=0.5)
+                    results["chains"].append(r)
+                    print(f"rep {rep}: {mode:5} {n} NF            {r['mpps']:7.2f} Mpps")
+        mem = idle_nf_memory(tmp)
+        starts = nf_start_times(tmp, args.starts)
+    facts["loadavg_after"] = Path("/proc/loadavg").read_text().split()[:3]
+
+    def med(mode: str, n: int) -> float:
+        return statistics.median(
+            r["mpps"] for r in results["chains"] if r["mode"] == mode and r["nfs"] == n
+        )
+
+    limit = statistics.median(r["mpps"] for r in results["limit"])
+    summary: dict[str, float] = {"mpps_limit_ring_rtt": round(limit, 3)}
+    for mode in ("poll", "sleep"):
+        for n in (1, 2, 3):
+            summary[f"mpps_{n}nf_{mode}"] = round(med(mode, n), 3)
+    summary["ratio_1nf_sleep_vs_limit"] = round(med("sleep", 1) / limit, 3)
+    summary["ratio_1nf_sleep_vs_1nf_poll"] = round(med("sleep", 1) / med("poll", 1), 3)
+    summary["nf_private_kb"] = mem["nf_private_kb"]
+    summary["nf_start_ms_p50"] = round(statistics.median(starts), 3)
+    summary["nf_start_ms_max"] = round(max(starts), 3)
+    results["nf_start_ms"] = starts
+    results["summary"] = summary
+    results["targets"] = TARGETS
+
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    out_dir = ROOT / "results" / "dataplane"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / f"{stamp}.json"
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    plot(results, out_dir / f"{stamp}.png")
+    if args.publish:
+        docs = ROOT / "docs" / "results"
+        docs.mkdir(parents=True, exist_ok=True)
+        (docs / "dataplane.json").write_text(json.dumps(results, indent=2) + "\n")
+        plot(results, docs / "dataplane.png")
+    print("summary:")
+    for k, v in summary.items():
+        target = TARGETS.get(k, "")
+        print(f"  {k:30} {v:>10}  {('target ' + target) if target else ''}")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
