@@ -60,15 +60,17 @@ def machine_facts() -> dict[str, Any]:
     }
 
 
-def config_yaml(name: str, mode: str, services: list[str], instances: int = 1,
-                traffic: bool = True) -> str:
+def config_yaml(
+    name: str, mode: str, services: list[str], instances: int = 1, traffic: bool = True
+) -> str:
     src = "net_null0,size=64,copy=0" if traffic else "net_null0,no-rx=1"
     svc = "\n".join(
         f"  - {{name: s{i}, exec: squall-nf-{s}, mode: {mode}, instances: {instances}}}"
         for i, s in enumerate(services)
     )
     hops = ", ".join(f"s{i}" for i in range(len(services)))
-    return f"""manager: {{name: {name}, region_mb: 256, mbufs: 16383, stats_interval_ms: 0, nf_core: 1}}
+    mgr = f"name: {name}, region_mb: 256, mbufs: 16383, stats_interval_ms: 0, nf_core: 1"
+    return f"""manager: {{{mgr}}}
 ports:
   - {{name: in, devargs: "{src}"}}
   - {{name: out, devargs: "net_null1,no-rx=1"}}
@@ -89,14 +91,21 @@ class Manager:
         cfg = tmp / f"{name}.yaml"
         cfg.write_text(yaml)
         self.cmd = [str(MGR), "-q", str(cfg)]
-        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        self.api = self._connect()
+        self.log = tmp / f"{name}.log"
+        with self.log.open("w") as log:
+            self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=log)
+        try:
+            self.api = self._connect()
+        except BaseException:
+            self.proc.kill()
+            self.proc.wait()
+            raise
 
     def _connect(self) -> ControlApi:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                err = self.proc.stderr.read().decode() if self.proc.stderr else ""
+                err = self.log.read_text()
                 raise RuntimeError(f"squall-mgr exited {self.proc.returncode}: {err}")
             try:
                 tm = Telemetry.connect(name=self.name)
@@ -194,8 +203,12 @@ def plot(results: dict[str, Any], path: Path) -> None:
         xs = sorted({r["nfs"] for r in pts})
         ys = [statistics.median(r["mpps"] for r in pts if r["nfs"] == x) for x in xs]
         ax.plot(xs, ys, marker=marker, label=f"Squall, {mode} mode")
-    ax.axhline(results["summary"]["mpps_limit_ring_rtt"], color="gray", linestyle="--",
-               label="limit: ring round trip, no-op")
+    ax.axhline(
+        results["summary"]["mpps_limit_ring_rtt"],
+        color="gray",
+        linestyle="--",
+        label="limit: ring round trip, no-op",
+    )
     ax.set_xlabel("NFs in the chain")
     ax.set_ylabel("throughput (Mpps, 64 B)")
     ax.set_xticks([1, 2, 3])

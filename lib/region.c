@@ -54,7 +54,7 @@ sq_region_map(const char *path, struct sq_region_hdr **out)
 	}
 	n = pread(fd, &hdr, sizeof(hdr), 0);
 	if (n != (ssize_t)sizeof(hdr)) {
-		SQ_LOG(ERR, NF, "%s: short region header\n", path);
+		SQ_LOG(ERR, NF, "%s: not a Squall region (shorter than its header)\n", path);
 		ret = -EPROTO;
 		goto out_close;
 	}
