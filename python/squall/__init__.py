@@ -1,0 +1,3 @@
+"""Squall: tooling for the Squall NFV platform (squallctl, tests, benchmarks)."""
+
+__version__ = "0.1.0"

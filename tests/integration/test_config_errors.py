@@ -1,0 +1,137 @@
+"""Bad configs exit 2 with "FILE:LINE: FIELD: what" on stderr, both under
+--check and on a plain start; a good config passes --check."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import Manager
+
+# Line numbers below refer to this text (line 1 is "manager:").
+BASE = """\
+manager:
+  name: NAME
+  region_mb: 64
+  mbufs: 4095
+  stats_interval_ms: 0
+  nf_core: 1
+ports:
+  - name: in
+    devargs: "net_pcap0,rx_pcap=IN_PCAP"
+  - name: out
+    devargs: "net_pcap1,tx_pcap=OUT_PCAP"
+services:
+  - name: s1
+    exec: squall-nf-sig
+    mode: sleep
+    instances: 1
+chains:
+  - name: c
+    services: [s1]
+rules:
+  - {in_port: in, dst_mac: "02:00:00:00:00:01", chain: c, out_port: out}
+"""
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    line: int  # the line replaced
+    text: str  # its new text
+    field: str  # regex the FIELD part must match somewhere
+    lines: tuple[int, ...] = ()  # lines the error may name (default: line)
+    check_finds_it: bool = True  # False: only found when DPDK probes the port
+
+
+CASES = [
+    Case("unknown-key", 16, "    colour: blue", r"colour"),
+    Case("unknown-manager-key", 5, "  stats_interval: 0", r"stats_interval(?!_ms)"),
+    Case("wrong-type-int", 16, "    instances: many", r"instances"),
+    Case("wrong-type-manager", 4, "  mbufs: [1, 2]", r"mbufs"),
+    Case("wrong-mode", 15, "    mode: sometimes", r"mode"),
+    Case("chain-missing-service", 19, "    services: [s1, nope]", r"services"),
+    Case("missing-nf-exec", 14, "    exec: squall-nf-doesnotexist", r"exec"),
+    Case(
+        "rule-unknown-chain",
+        21,
+        '  - {in_port: in, dst_mac: "02:00:00:00:00:01", chain: nochain, out_port: out}',
+        r"chain",
+    ),
+    Case(
+        "rule-bad-mac",
+        21,
+        '  - {in_port: in, dst_mac: "02:00:zz", chain: c, out_port: out}',
+        r"dst_mac",
+    ),
+    Case(
+        "port-devargs-rejected",
+        9,
+        '    devargs: "net_bogus0"',
+        r"ports|devargs",
+        lines=(8, 9),
+        check_finds_it=False,
+    ),
+]
+
+
+def _config(mgr: Manager, tmp_path: Path, case: Case | None) -> str:
+    text = (
+        BASE.replace("NAME", mgr.name)
+        .replace("IN_PCAP", str(tmp_path / "in.pcap"))
+        .replace("OUT_PCAP", str(tmp_path / "out.pcap"))
+    )
+    (tmp_path / "in.pcap").write_bytes(b"")  # never read: every case fails before rx
+    if case is None:
+        return text
+    lines = text.splitlines()
+    lines[case.line - 1] = case.text
+    return "\n".join(lines) + "\n"
+
+
+def _error_pattern(path: Path, case: Case) -> re.Pattern[str]:
+    files = f"(?:{re.escape(str(path))}|{re.escape(path.name)})"
+    lines = "|".join(str(n) for n in (case.lines or (case.line,)))
+    return re.compile(rf"{files}:(?:{lines}): [^:\s]*(?:{case.field})[^:\s]*: \S")
+
+
+def test_good_config_passes_check(mgr: Manager, tmp_path: Path) -> None:
+    r = mgr.run_to_exit(_config(mgr, tmp_path, None), "--check")
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.check_finds_it], ids=lambda c: c.id)
+def test_check_rejects(mgr: Manager, tmp_path: Path, case: Case) -> None:
+    r = mgr.run_to_exit(_config(mgr, tmp_path, case), "--check")
+    assert r.returncode == 2, f"exit {r.returncode}, stderr:\n{r.stderr}"
+    pattern = _error_pattern(mgr.config_path, case)
+    assert pattern.search(r.stderr), f"no match for {pattern.pattern!r} in:\n{r.stderr}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_start_rejects(mgr: Manager, tmp_path: Path, case: Case) -> None:
+    r = mgr.run_to_exit(_config(mgr, tmp_path, case), "-q")
+    assert r.returncode == 2, f"exit {r.returncode}, stderr:\n{r.stderr}"
+    pattern = _error_pattern(mgr.config_path, case)
+    assert pattern.search(r.stderr), f"no match for {pattern.pattern!r} in:\n{r.stderr}"
+
+
+def test_missing_config_file(mgr: Manager) -> None:
+    mgr.config_path = mgr.workdir / "does-not-exist.yaml"
+    r = mgr.run_to_exit(None, "--check")
+    assert r.returncode == 2, f"exit {r.returncode}, stderr:\n{r.stderr}"
+    assert "does-not-exist.yaml" in r.stderr, r.stderr
+
+
+def test_unknown_option_is_usage_error(mgr: Manager, tmp_path: Path) -> None:
+    r = mgr.run_to_exit(_config(mgr, tmp_path, None), "--no-such-option")
+    assert r.returncode == 2, f"exit {r.returncode}, stderr:\n{r.stderr}"
+
+
+def test_help(mgr: Manager, tmp_path: Path) -> None:
+    r = mgr.run_to_exit(_config(mgr, tmp_path, None), "--help")
+    assert r.returncode == 0, r.stderr
+    for opt in ("--nf-path", "--exit-stats", "--run-s", "--idle-exit-ms", "--check", "-q"):
+        assert opt in r.stdout + r.stderr, opt

@@ -1,0 +1,82 @@
+"""Eight sleeping sig NFs, four chains of two, all pinned to one core: every
+packet goes out exactly once, on the chain its destination MAC selects."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pcaps
+from conftest import Manager, pid_is_alive
+
+N_PKTS = 1000
+N_CHAINS = 4
+NF_CORE = 1
+
+
+def _allowed_cpus(pid: int) -> str:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Cpus_allowed_list:"):
+            return line.split(":", 1)[1].strip()
+    raise AssertionError(f"no Cpus_allowed_list for {pid}")
+
+
+def test_eight_sleeping_nfs_on_one_core(mgr: Manager, tmp_path: Path) -> None:
+    macs = [pcaps.mac(10 + i) for i in range(N_CHAINS)]
+    # Uneven shares (1:2:3:4), so a chain count cannot match by accident.
+    weighted = [m for i, m in enumerate(macs) for _ in range(i + 1)]
+    frames = pcaps.good_frames(N_PKTS, weighted, seed=2)
+    per_mac = Counter(pcaps.dst_mac_of(f) for f in frames)
+    assert sorted(per_mac.values()) == [100, 200, 300, 400]
+
+    in_pcap = pcaps.write_pcap(tmp_path / "in.pcap", frames)
+    out_pcap = tmp_path / "out.pcap"
+    services = [f"s{c}{h}" for c in range(N_CHAINS) for h in "ab"]
+    cfg = mgr.config(
+        ports=[
+            {"name": "in", "devargs": f"net_pcap0,rx_pcap={in_pcap}"},
+            {"name": "out", "devargs": f"net_pcap1,tx_pcap={out_pcap}"},
+        ],
+        services=[
+            {"name": s, "exec": "squall-nf-sig", "mode": "sleep", "instances": 1} for s in services
+        ],
+        chains=[{"name": f"c{c}", "services": [f"s{c}a", f"s{c}b"]} for c in range(N_CHAINS)],
+        rules=[
+            {"in_port": "in", "dst_mac": macs[c], "chain": f"c{c}", "out_port": "out"}
+            for c in range(N_CHAINS)
+        ],
+        nf_core=NF_CORE,
+    )
+    mgr.start(cfg)
+
+    nfs = mgr.nfs()
+    assert sorted(nfs) == sorted(f"{s}#0" for s in services), nfs
+    for key, nf in nfs.items():
+        assert nf["pid"] > 0 and pid_is_alive(nf["pid"]), (key, nf)
+        assert _allowed_cpus(nf["pid"]) == str(NF_CORE), (key, _allowed_cpus(nf["pid"]))
+
+    mgr.wait_port_tx("out", N_PKTS, timeout_s=30)
+    ex = mgr.finish()
+
+    out = pcaps.read_pcap(out_pcap)
+    assert len(out) == N_PKTS
+    assert sorted(out) == sorted(frames), "not every packet went out exactly once"
+    for m in macs:  # each chain keeps its own order
+        assert [f for f in out if pcaps.dst_mac_of(f) == m] == [
+            f for f in frames if pcaps.dst_mac_of(f) == m
+        ], m
+
+    st = ex["stats"]
+    assert st["rx_pkts"] == st["tx_pkts"] == N_PKTS, st
+    assert st["drop_pkts"] == 0, st
+    for c, m in enumerate(macs):
+        chain = ex["chains"][f"c{c}"]
+        assert chain["rx_pkts"] == chain["tx_pkts"] == per_mac[m], (c, chain, per_mac[m])
+        assert chain["visits_mismatch"] == 0, chain
+        want = [f for f in frames if pcaps.dst_mac_of(f) == m]
+        for h in "ab":
+            nf = ex["nfs"][f"s{c}{h}#0"]
+            cnt = nf["counters"]
+            assert cnt["sig_pkts"] == per_mac[m], (c, h, cnt)
+            assert cnt["sig_sum"] == pcaps.sig_sum(want), (c, h, cnt)
+            assert cnt["sig_mismatch"] == 0 and cnt["sig_revisit"] == 0, (c, h, cnt)
