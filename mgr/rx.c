@@ -35,14 +35,40 @@ flow_hash_ipv4(const struct rte_ipv4_hdr *ip, const void *l4, bool has_ports)
 	return rte_hash_crc_4byte(ports, h);
 }
 
+/* A frame whose EtherType says IPv4 must carry a readable, consistent IPv4
+ * header: NFs trust l3_len and the addresses. rte_net_get_ptype() stops
+ * quietly at a header it cannot read, so this check is ours.
+ * @return the IPv4 header, or NULL if malformed. */
+static const struct rte_ipv4_hdr *
+check_ipv4(const struct rte_mbuf *pkt, uint32_t l2_len)
+{
+	const struct rte_ipv4_hdr *ip;
+	uint32_t hdr_len, total_len;
+
+	if (unlikely(pkt->data_len < l2_len + sizeof(*ip)))
+		return NULL;
+	ip = rte_pktmbuf_mtod_offset(pkt, const struct rte_ipv4_hdr *, l2_len);
+	hdr_len = rte_ipv4_hdr_len(ip);
+	total_len = rte_be_to_cpu_16(ip->total_length);
+	if (unlikely((ip->version_ihl >> 4) != 4 || hdr_len < sizeof(*ip) ||
+		     pkt->data_len < l2_len + hdr_len || total_len < hdr_len ||
+		     pkt->pkt_len < l2_len + total_len))
+		return NULL;
+	return ip;
+}
+
+/* "No drop": the drop causes start at 0, so success needs a value of its own. */
+#define PARSE_OK SQ_DROP_MAX
+
 /* Parse once and keep the result in the mbuf (packet_type, l2/l3/l4 lengths,
- * hash.rss) for every NF. @return 0, or the drop cause. */
-static int
+ * hash.rss) for every NF. @return PARSE_OK, or the drop cause. */
+static enum sq_drop
 parse_pkt(struct rte_mbuf *pkt)
 {
-	struct rte_net_hdr_lens lens;
+	struct rte_net_hdr_lens lens = { 0 };
 	const struct rte_ipv4_hdr *ip;
-	uint32_t ptype, ip_hdr_len, ip_total_len;
+	uint16_t ether_type;
+	uint32_t ptype;
 
 	if (unlikely(pkt->pkt_len > SQ_MAX_FRAME_BYTES))
 		return SQ_DROP_OVERSIZE;
@@ -54,17 +80,14 @@ parse_pkt(struct rte_mbuf *pkt)
 	pkt->l3_len = lens.l3_len;
 	pkt->l4_len = lens.l4_len;
 	pkt->hash.rss = 0;
-	if (!RTE_ETH_IS_IPV4_HDR(ptype))
-		return 0;
-	/* rte_net_get_ptype stops at a header it cannot read; NFs must be able
-	 * to trust l3_len, so a short or inconsistent IPv4 header is dropped. */
-	if (unlikely(pkt->data_len < lens.l2_len + sizeof(struct rte_ipv4_hdr)))
+	if (lens.l2_len < sizeof(struct rte_ether_hdr) || lens.l2_len > pkt->data_len)
 		return SQ_DROP_PARSE;
-	ip = rte_pktmbuf_mtod_offset(pkt, const struct rte_ipv4_hdr *, lens.l2_len);
-	ip_hdr_len = rte_ipv4_hdr_len(ip);
-	ip_total_len = rte_be_to_cpu_16(ip->total_length);
-	if (unlikely(ip_hdr_len < sizeof(*ip) || pkt->data_len < lens.l2_len + ip_hdr_len ||
-		     ip_total_len < ip_hdr_len || pkt->pkt_len < lens.l2_len + ip_total_len))
+	/* The EtherType after any VLAN tags: the last two bytes of L2. */
+	ether_type = *rte_pktmbuf_mtod_offset(pkt, const uint16_t *, lens.l2_len - 2);
+	if (ether_type != rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4))
+		return PARSE_OK;
+	ip = check_ipv4(pkt, lens.l2_len);
+	if (unlikely(ip == NULL))
 		return SQ_DROP_PARSE;
 	{
 		uint32_t l4 = ptype & RTE_PTYPE_L4_MASK;
@@ -75,7 +98,7 @@ parse_pkt(struct rte_mbuf *pkt)
 			ip, rte_pktmbuf_mtod_offset(pkt, void *, lens.l2_len + lens.l3_len),
 			ports);
 	}
-	return 0;
+	return PARSE_OK;
 }
 
 static const struct sq_cfg_rule *
@@ -101,10 +124,10 @@ rx_one(struct mgr *mgr, uint16_t port_idx, struct rte_mbuf *pkt, uint64_t now_ts
 	struct role_ctx *role = &mgr->rx;
 	const struct sq_cfg_rule *rule;
 	struct sq_pkt_meta *meta;
-	int cause;
+	enum sq_drop cause;
 
 	cause = parse_pkt(pkt);
-	if (unlikely(cause != 0)) {
+	if (unlikely(cause != PARSE_OK)) {
 		mgr_drop(&role->stats, cause, pkt);
 		return;
 	}

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pcaps
+import pytest
 from conftest import Manager
 
 N_GOOD = 300
@@ -69,3 +70,36 @@ def test_malformed_frames_are_forwarded_or_counted(mgr: Manager, tmp_path: Path)
     counted = {cause: n for cause, n in st["drops"].items() if n}
     assert set(counted) <= ALLOWED_CAUSES, counted
     assert forwarded_bad + sum(counted.values()) == len(bad), (forwarded_bad, counted)
+    # The cases under test happened: bad IPv4 headers and the 9600 B frame.
+    assert counted.get("parse", 0) > 0 and counted.get("oversize", 0) > 0, counted
+
+
+BAD_IPV4 = {
+    "truncated_ipv4": pcaps.truncated_ipv4,
+    "eth_only_ipv4_type": pcaps.eth_only,
+    "ihl_below_5": pcaps.bad_ihl,
+    "ihl_past_end": pcaps.ihl_past_end,
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_IPV4))
+def test_each_bad_ipv4_header_is_a_parse_drop(mgr: Manager, tmp_path: Path, kind: str) -> None:
+    good = pcaps.good_frames(3, [pcaps.mac(1)], seed=5)
+    frames = [good[0], BAD_IPV4[kind](pcaps.mac(1)), good[1], good[2]]
+    in_pcap = pcaps.write_pcap(tmp_path / "in.pcap", frames)
+    out_pcap = tmp_path / "out.pcap"
+    cfg = mgr.config(
+        ports=[
+            {"name": "in", "devargs": f"net_pcap0,rx_pcap={in_pcap}"},
+            {"name": "out", "devargs": f"net_pcap1,tx_pcap={out_pcap}"},
+        ],
+        services=[{"name": "f", "exec": "squall-nf-fwd"}],
+        chains=[{"name": "c", "services": ["f"]}],
+        rules=[{"in_port": "in", "chain": "c", "out_port": "out"}],
+    )
+    mgr.start(cfg)
+    mgr.wait_for(lambda: mgr.stats()["rx_pkts"] == 4, 30, "all 4 frames received")
+    mgr.wait_port_tx("out", 3)
+    ex = mgr.finish()
+    assert ex["stats"]["drops"]["parse"] == 1, ex["stats"]
+    assert pcaps.read_pcap(out_pcap) == list(good)
