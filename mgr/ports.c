@@ -143,6 +143,12 @@ mgr_ports_close(struct mgr *mgr)
 {
 	for (uint16_t i = 0; i < mgr->n_ports; i++) {
 		rte_eth_stats_get(mgr->ports[i].port_id, &mgr->ports[i].eth_final);
+		/* Free mbufs whose transmission completed but which the PMD still
+		 * holds, or they look leaked: tx_done_cleanup where the PMD has it,
+		 * and an empty burst, which makes af_xdp pull its completion ring. */
+		rte_eth_tx_done_cleanup(mgr->ports[i].port_id, 0, 0);
+		for (int k = 0; k < 4; k++)
+			rte_eth_tx_burst(mgr->ports[i].port_id, 0, NULL, 0);
 		mgr->ports[i].closed = true;
 		rte_eth_dev_stop(mgr->ports[i].port_id);
 		/* close flushes what net_pcap buffered for its tx_pcap */
