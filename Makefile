@@ -13,10 +13,10 @@ VENV := .venv
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-C_DIRS := include lib mgr nfs tests
+C_DIRS := include lib mgr nfs tests bench examples
 PY_DIRS := python tests bench
 
-.PHONY: help setup build test unit integration demo bench format clean distclean
+.PHONY: help setup build test unit integration demo bench format lint clean distclean
 
 help:
 	@echo "make setup        system packages, hugepages, .venv (scripts/setup.sh)"
@@ -27,6 +27,7 @@ help:
 	@echo "make demo         build + scripts/demo.sh (DEMO_SECONDS=...)"
 	@echo "make bench        build + bench/dataplane.py (BENCH_ARGS=...)"
 	@echo "make format       clang-format and ruff format, in place"
+	@echo "make lint         check formatting and ruff lints (part of make test)"
 	@echo "make clean        remove $(BUILD)/; distclean also removes $(VENV)/"
 
 setup:
@@ -40,7 +41,7 @@ define run_integration
 	$(VENV)/bin/pytest -q $(PYTEST_ARGS) tests/integration
 endef
 
-test: build
+test: build lint
 	meson test -C $(BUILD) --print-errorlogs
 	$(run_integration)
 
@@ -59,6 +60,12 @@ bench: build
 format:
 	find $(wildcard $(C_DIRS)) -name '*.[ch]' -print0 | xargs -0 -r clang-format -i
 	$(VENV)/bin/ruff format $(wildcard $(PY_DIRS))
+
+# The formatters as configured (.clang-format, pyproject.toml), checking only.
+lint: setup
+	find $(wildcard $(C_DIRS)) -name '*.[ch]' -print0 | xargs -0 -r clang-format --dry-run -Werror
+	$(VENV)/bin/ruff format --check $(wildcard $(PY_DIRS))
+	$(VENV)/bin/ruff check $(wildcard $(PY_DIRS))
 
 clean:
 	rm -rf $(BUILD)

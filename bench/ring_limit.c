@@ -4,9 +4,15 @@
  * parent plays the manager on one core, a forked child the no-op NF on
  * another. Prints "mpps <round trips per second / 1e6>".
  *
- *   ring_limit [SECONDS] [MGR_CORE] [NF_CORE] [BURST] [SLOTS]
+ *   ring_limit [SECONDS] [MGR_CORE] [NF_CORE] [BURST] [SLOTS] [TOUCH]
+ *
+ * TOUCH=1 makes it a little less bare: the pointers are to 256-byte objects
+ * in the shared mapping, the no-op writes a verdict word in each (as
+ * libsquall does) and the manager reads it back and writes an owner word (as
+ * squall-mgr does): the cost of the metadata cache lines crossing cores.
  */
 #include <sched.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -19,7 +25,10 @@
 #include <rte_pause.h>
 #include <rte_ring.h>
 
-#define IN_FLIGHT 2048 /* pointers circulating, as mbufs would */
+#define IN_FLIGHT   2048 /* pointers circulating, as mbufs would */
+#define OBJ_BYTES   256
+#define VERDICT_OFF 136 /* where struct sq_pkt_meta's verdict sits in an mbuf */
+#define OWNER_OFF   128
 
 static void
 pin(int core)
@@ -41,7 +50,7 @@ now_s(void)
 }
 
 static void
-noop_nf(struct rte_ring *rx, struct rte_ring *tx, unsigned int burst, _Atomic int *stop)
+noop_nf(struct rte_ring *rx, struct rte_ring *tx, unsigned int burst, _Atomic int *stop, bool touch)
 {
 	void *pkts[256];
 
@@ -49,6 +58,8 @@ noop_nf(struct rte_ring *rx, struct rte_ring *tx, unsigned int burst, _Atomic in
 		unsigned int n = rte_ring_sc_dequeue_burst(rx, pkts, burst, NULL);
 		unsigned int sent = 0;
 
+		for (unsigned int i = 0; touch && i < n; i++)
+			*(volatile uint32_t *)((char *)pkts[i] + VERDICT_OFF) = i;
 		while (sent < n)
 			sent += rte_ring_sp_enqueue_burst(tx, pkts + sent, n - sent, NULL);
 		if (n == 0)
@@ -64,8 +75,10 @@ main(int argc, char **argv)
 	int nf_core = argc > 3 ? atoi(argv[3]) : 1;
 	unsigned int burst = argc > 4 ? (unsigned int)atoi(argv[4]) : 32;
 	unsigned int slots = argc > 5 ? (unsigned int)atoi(argv[5]) : 1024;
+	bool touch = argc > 6 && atoi(argv[6]) != 0;
 	ssize_t ring_bytes = rte_ring_get_memsize(slots);
-	size_t len = 2 * (size_t)ring_bytes + 64;
+	size_t objs_off = RTE_ALIGN_CEIL(2 * (size_t)ring_bytes + 64, OBJ_BYTES);
+	size_t len = objs_off + (size_t)IN_FLIGHT * OBJ_BYTES;
 	void *free_ptrs[IN_FLIGHT];
 	unsigned int n_free = IN_FLIGHT;
 	unsigned long long done = 0;
@@ -89,12 +102,12 @@ main(int argc, char **argv)
 	    rte_ring_init(tx, "tx", slots, RING_F_SP_ENQ | RING_F_SC_DEQ) < 0)
 		return 1;
 	for (unsigned int i = 0; i < IN_FLIGHT; i++)
-		free_ptrs[i] = (void *)(uintptr_t)(0x1000 + i * 64);
+		free_ptrs[i] = mem + objs_off + (size_t)i * OBJ_BYTES;
 
 	pid = fork();
 	if (pid == 0) {
 		pin(nf_core);
-		noop_nf(rx, tx, burst, stop);
+		noop_nf(rx, tx, burst, stop, touch);
 		_exit(0);
 	}
 	pin(mgr_core);
@@ -108,6 +121,12 @@ main(int argc, char **argv)
 			n_free -= n;
 		}
 		n = rte_ring_sc_dequeue_burst(tx, free_ptrs + n_free, burst, NULL);
+		for (unsigned int i = 0; touch && i < n; i++) {
+			char *obj = free_ptrs[n_free + i];
+
+			*(volatile uint32_t *)(obj + OWNER_OFF) =
+				*(volatile uint32_t *)(obj + VERDICT_OFF);
+		}
 		n_free += n;
 		done += n;
 		if ((round & 1023) == 0 && now_s() - start > secs)

@@ -27,7 +27,7 @@
 /* A sleeping NF re-checks the manager this often, so it never outlives it. */
 #define LIVENESS_CHECK_NS (200 * 1000 * 1000)
 /* A polling NF checks its stop flag and the manager every this many empty polls. */
-#define POLL_CHECK_EVERY (1u << 16)
+#define POLL_CHECK_EVERY  (1u << 16)
 
 struct sq_nf {
 	struct sq_region_hdr *hdr;
@@ -83,8 +83,9 @@ parse_args(int *argc, char **argv, const char **region, long *id)
 		}
 	}
 	if (*region == NULL || id_str == NULL) {
-		SQ_LOG(ERR, NF, "no region given: run me from squall-mgr, or pass "
-				"--sq-region PATH --sq-id N\n");
+		SQ_LOG(ERR, NF,
+		       "no region given: run me from squall-mgr, or pass "
+		       "--sq-region PATH --sq-id N\n");
 		return -EINVAL;
 	}
 	errno = 0;
@@ -116,7 +117,7 @@ log_level_from_env(void)
 int
 sq_nf_init(int argc, char **argv, struct sq_nf **out)
 {
-	struct sigaction sa = { .sa_handler = on_signal };
+	struct sigaction sa = {.sa_handler = on_signal};
 	const char *region_path;
 	struct sq_nf *nf;
 	int argc_left = argc;
@@ -134,8 +135,7 @@ sq_nf_init(int argc, char **argv, struct sq_nf **out)
 	if (ret < 0)
 		goto out_free;
 	if ((uint64_t)id >= nf->hdr->max_nfs) {
-		SQ_LOG(ERR, NF, "NF id %ld out of range (region holds %u)\n", id,
-		       nf->hdr->max_nfs);
+		SQ_LOG(ERR, NF, "NF id %ld out of range (region holds %u)\n", id, nf->hdr->max_nfs);
 		ret = -EINVAL;
 		goto out_unmap;
 	}
@@ -237,8 +237,7 @@ static bool
 nf_should_stop(const struct sq_nf *nf)
 {
 	return nf->stop_local || atomic_load_explicit(&nf->ctl->stop, memory_order_relaxed) ||
-	       atomic_load_explicit(&nf->hdr->mgr_state, memory_order_relaxed) ==
-		       SQ_MGR_STOPPING;
+	       atomic_load_explicit(&nf->hdr->mgr_state, memory_order_relaxed) == SQ_MGR_STOPPING;
 }
 
 /* Only off the hot path: a manager killed with SIGKILL cannot tell us. */
@@ -337,7 +336,7 @@ spin_for_pkts(struct sq_nf *nf)
 static void
 nf_sleep(struct sq_nf *nf)
 {
-	const struct timespec timeout = { .tv_sec = 0, .tv_nsec = LIVENESS_CHECK_NS };
+	const struct timespec timeout = {.tv_sec = 0, .tv_nsec = LIVENESS_CHECK_NS};
 	uint32_t expected = SQ_NF_ASLEEP;
 
 	/* Publish ASLEEP before the last emptiness check: a packet enqueued between
@@ -353,8 +352,8 @@ nf_sleep(struct sq_nf *nf)
 	}
 	nf->ctl->sleeps++;
 	while (atomic_load(&nf->ctl->state) == SQ_NF_ASLEEP) {
-		if (futex_wait(&nf->ctl->state, SQ_NF_ASLEEP, &timeout) < 0 &&
-		    errno == ETIMEDOUT && mgr_is_gone(nf))
+		if (futex_wait(&nf->ctl->state, SQ_NF_ASLEEP, &timeout) < 0 && errno == ETIMEDOUT &&
+		    mgr_is_gone(nf))
 			nf->stop_local = 1;
 		if (nf_should_stop(nf))
 			break;

@@ -68,15 +68,14 @@ sq_region_map(const char *path, struct sq_region_hdr **out)
 		    MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
 	if (addr == MAP_FAILED) {
 		ret = -errno;
-		SQ_LOG(ERR, NF, "%s: cannot map region at %#" PRIx64 ": %s\n", path,
-		       hdr.base_addr, strerror(errno));
+		SQ_LOG(ERR, NF, "%s: cannot map region at %#" PRIx64 ": %s\n", path, hdr.base_addr,
+		       strerror(errno));
 		goto out_close;
 	}
 	if ((uintptr_t)addr != hdr.base_addr) {
 		/* Kernels before 4.17 ignore MAP_FIXED_NOREPLACE. */
 		munmap(addr, hdr.len_bytes);
-		SQ_LOG(ERR, NF, "%s: region address %#" PRIx64 " is taken\n", path,
-		       hdr.base_addr);
+		SQ_LOG(ERR, NF, "%s: region address %#" PRIx64 " is taken\n", path, hdr.base_addr);
 		ret = -EEXIST;
 		goto out_close;
 	}

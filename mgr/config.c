@@ -34,13 +34,12 @@ struct ctx {
 	struct sq_config *cfg;
 	char *err;
 	size_t err_len;
-	char got[96];        /* scratch for describe() */
+	char got[96]; /* scratch for describe() */
 };
 
 /* Fill err with "FILE:LINE: BASE.KEY: message". Returns -EINVAL. */
 static int
-vfail(struct ctx *c, size_t line, const char *base, const char *key, const char *fmt,
-      va_list ap)
+vfail(struct ctx *c, size_t line, const char *base, const char *key, const char *fmt, va_list ap)
 {
 	size_t len;
 
@@ -69,8 +68,8 @@ fail_line(struct ctx *c, size_t line, const char *base, const char *key, const c
 }
 
 static int __attribute__((format(printf, 5, 6)))
-fail(struct ctx *c, const yaml_node_t *node, const char *base, const char *key,
-     const char *fmt, ...)
+fail(struct ctx *c, const yaml_node_t *node, const char *base, const char *key, const char *fmt,
+     ...)
 {
 	va_list ap;
 
@@ -120,18 +119,15 @@ describe(struct ctx *c, const yaml_node_t *node)
 	const char *s;
 
 	switch (node->type) {
-	case YAML_MAPPING_NODE:
-		return "a mapping";
-	case YAML_SEQUENCE_NODE:
-		return "a sequence";
+	case YAML_MAPPING_NODE: return "a mapping";
+	case YAML_SEQUENCE_NODE: return "a sequence";
 	case YAML_SCALAR_NODE:
 		s = (const char *)node->data.scalar.value;
 		if (s[0] == '\0' && node->data.scalar.style == YAML_PLAIN_SCALAR_STYLE)
 			return "nothing";
 		snprintf(c->got, sizeof(c->got), "\"%.64s%s\"", s, strlen(s) > 64 ? "..." : "");
 		return c->got;
-	default:
-		return "nothing";
+	default: return "nothing";
 	}
 }
 
@@ -165,8 +161,8 @@ get_int(struct ctx *c, const yaml_node_t *node, const char *base, const char *ke
 	long long max, long long *out)
 {
 	if (!int_is_ok(node, min, max, out))
-		return fail(c, node, base, key, "expected an integer from %lld to %lld, got %s", min,
-			    max, describe(c, node));
+		return fail(c, node, base, key, "expected an integer from %lld to %lld, got %s",
+			    min, max, describe(c, node));
 	return 0;
 }
 
@@ -225,8 +221,8 @@ get_pow2_u32(struct ctx *c, const yaml_node_t *node, const char *base, const cha
 	if (node == NULL)
 		return 0;
 	if (!int_is_ok(node, min, max, &v) || (v & (v - 1)) != 0)
-		return fail(c, node, base, key, "expected a power of two from %u to %u, got %s", min,
-			    max, describe(c, node));
+		return fail(c, node, base, key, "expected a power of two from %u to %u, got %s",
+			    min, max, describe(c, node));
 	*out = (uint32_t)v;
 	return 0;
 }
@@ -270,8 +266,8 @@ get_str(struct ctx *c, const yaml_node_t *node, const char *base, const char *ke
 	s = scalar_text(node);
 	if (s == NULL || s[0] == '\0' || strlen(s) >= len)
 		return fail(c, node, base, key,
-			    "expected a non-empty string of at most %zu characters, got %s", len - 1,
-			    describe(c, node));
+			    "expected a non-empty string of at most %zu characters, got %s",
+			    len - 1, describe(c, node));
 	strcpy(out, s);
 	return 0;
 }
@@ -323,8 +319,7 @@ get_mac(struct ctx *c, const yaml_node_t *node, const char *base, const char *ke
 }
 
 static int
-get_mode(struct ctx *c, const yaml_node_t *node, const char *base, const char *key,
-	 uint32_t *mode)
+get_mode(struct ctx *c, const yaml_node_t *node, const char *base, const char *key, uint32_t *mode)
 {
 	const char *s;
 
@@ -345,8 +340,8 @@ typedef int (*index_fn)(const struct sq_config *cfg, const char *name);
 
 /* A reference by name to a port/service/chain defined earlier in the file. */
 static int
-get_ref(struct ctx *c, const yaml_node_t *node, const char *base, const char *key,
-	const char *what, index_fn find, int *idx)
+get_ref(struct ctx *c, const yaml_node_t *node, const char *base, const char *key, const char *what,
+	index_fn find, int *idx)
 {
 	const char *s;
 
@@ -364,8 +359,8 @@ get_ref(struct ctx *c, const yaml_node_t *node, const char *base, const char *ke
 
 /* A sequence of min..max entries; *n is its length. */
 static int
-get_seq(struct ctx *c, const yaml_node_t *node, const char *base, const char *key,
-	unsigned int min, unsigned int max, unsigned int *n)
+get_seq(struct ctx *c, const yaml_node_t *node, const char *base, const char *key, unsigned int min,
+	unsigned int max, unsigned int *n)
 {
 	if (node->type != YAML_SEQUENCE_NODE)
 		return fail(c, node, base, key, "expected a sequence of %u to %u entries, got %s",
@@ -475,7 +470,7 @@ static int
 get_exec(struct ctx *c, const yaml_node_t *node, const char *base, const char *key,
 	 char out[SQ_CFG_PATH_LEN])
 {
-	struct exec_hit hit = { .ret = -ENOENT };
+	struct exec_hit hit = {.ret = -ENOENT};
 	char real[PATH_MAX];
 	const char *name;
 
@@ -539,11 +534,18 @@ get_args(struct ctx *c, const yaml_node_t *node, const char *base, const char *k
 	return 0;
 }
 
-enum { MGR_NAME, MGR_REGION_MB, MGR_MBUFS, MGR_DATA_ROOM, MGR_STATS_MS, MGR_NF_CORE,
-       MGR_RX_BURST, MGR_N_KEYS };
+enum {
+	MGR_NAME,
+	MGR_REGION_MB,
+	MGR_MBUFS,
+	MGR_DATA_ROOM,
+	MGR_STATS_MS,
+	MGR_NF_CORE,
+	MGR_RX_BURST,
+	MGR_N_KEYS
+};
 static const char *const mgr_keys[MGR_N_KEYS] = {
-	"name", "region_mb", "mbufs", "mbuf_data_room", "stats_interval_ms", "nf_core",
-	"rx_burst",
+	"name", "region_mb", "mbufs", "mbuf_data_room", "stats_interval_ms", "nf_core", "rx_burst",
 };
 
 static int
@@ -599,7 +601,7 @@ get_devargs(struct ctx *c, const yaml_node_t *node, const char *base, struct sq_
 }
 
 enum { PORT_NAME, PORT_DEVARGS, PORT_RX_DESC, PORT_TX_DESC, PORT_N_KEYS };
-static const char *const port_keys[PORT_N_KEYS] = { "name", "devargs", "rx_desc", "tx_desc" };
+static const char *const port_keys[PORT_N_KEYS] = {"name", "devargs", "rx_desc", "tx_desc"};
 
 static int
 parse_port(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_cfg_port *port)
@@ -615,8 +617,9 @@ parse_port(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_cfg_
 		ret = get_name(c, v[PORT_NAME], b, "name", port->name);
 	dup = ret == 0 ? sq_config_port_index(c->cfg, port->name) : -1;
 	if (dup >= 0)
-		return fail(c, v[PORT_NAME], b, "name", "duplicate port name \"%s\" (first at line %d)",
-			    port->name, c->cfg->ports[dup].line);
+		return fail(c, v[PORT_NAME], b, "name",
+			    "duplicate port name \"%s\" (first at line %d)", port->name,
+			    c->cfg->ports[dup].line);
 	if (ret == 0)
 		ret = get_devargs(c, v[PORT_DEVARGS], b, port);
 	if (ret == 0)
@@ -644,11 +647,22 @@ parse_ports(struct ctx *c, const yaml_node_t *node)
 	return ret;
 }
 
-enum { SVC_NAME, SVC_EXEC, SVC_ARGS, SVC_MODE, SVC_INSTANCES, SVC_RING_SLOTS, SVC_BURST_MAX,
-       SVC_BUDGET, SVC_SPIN_US, SVC_N_KEYS };
+enum {
+	SVC_NAME,
+	SVC_EXEC,
+	SVC_ARGS,
+	SVC_MODE,
+	SVC_INSTANCES,
+	SVC_RING_SLOTS,
+	SVC_BURST_MAX,
+	SVC_BUDGET,
+	SVC_SPIN_US,
+	SVC_N_KEYS
+};
 static const char *const svc_keys[SVC_N_KEYS] = {
-	"name", "exec", "args", "mode", "instances", "ring_slots", "burst_max",
-	"batch_budget_pkts", "spin_us",
+	"name",      "exec",       "args",      "mode",
+	"instances", "ring_slots", "burst_max", "batch_budget_pkts",
+	"spin_us",
 };
 
 static int
@@ -734,7 +748,7 @@ get_hops(struct ctx *c, const yaml_node_t *node, const char *b, const char *key,
 }
 
 enum { CHAIN_NAME, CHAIN_SERVICES, CHAIN_N_KEYS };
-static const char *const chain_keys[CHAIN_N_KEYS] = { "name", "services" };
+static const char *const chain_keys[CHAIN_N_KEYS] = {"name", "services"};
 
 static int
 parse_chain(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_cfg_chain *chain)
@@ -743,8 +757,8 @@ parse_chain(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_cfg
 	int ret, dup;
 
 	chain->line = node_line(node);
-	ret = map_get(c, node, b, chain_keys, CHAIN_N_KEYS,
-		      REQ(CHAIN_NAME) | REQ(CHAIN_SERVICES), v);
+	ret = map_get(c, node, b, chain_keys, CHAIN_N_KEYS, REQ(CHAIN_NAME) | REQ(CHAIN_SERVICES),
+		      v);
 	if (ret == 0)
 		ret = get_name(c, v[CHAIN_NAME], b, "name", chain->name);
 	dup = ret == 0 ? sq_config_chain_index(c->cfg, chain->name) : -1;
@@ -776,7 +790,7 @@ parse_chains(struct ctx *c, const yaml_node_t *node)
 }
 
 enum { RULE_IN_PORT, RULE_DST_MAC, RULE_CHAIN, RULE_OUT_PORT, RULE_N_KEYS };
-static const char *const rule_keys[RULE_N_KEYS] = { "in_port", "dst_mac", "chain", "out_port" };
+static const char *const rule_keys[RULE_N_KEYS] = {"in_port", "dst_mac", "chain", "out_port"};
 
 static int
 parse_rule(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_cfg_rule *rule)
@@ -791,8 +805,7 @@ parse_rule(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_cfg_
 		ret = get_ref(c, v[RULE_IN_PORT], b, "in_port", "port", sq_config_port_index,
 			      &in_port);
 	if (ret == 0)
-		ret = get_mac(c, v[RULE_DST_MAC], b, "dst_mac", &rule->dst_mac,
-			      &rule->has_dst_mac);
+		ret = get_mac(c, v[RULE_DST_MAC], b, "dst_mac", &rule->dst_mac, &rule->has_dst_mac);
 	if (ret == 0)
 		ret = get_ref(c, v[RULE_CHAIN], b, "chain", "chain", sq_config_chain_index, &chain);
 	if (ret == 0)
@@ -860,8 +873,7 @@ parse_error(struct ctx *c, const yaml_parser_t *parser)
 	}
 	if (parser->context != NULL)
 		return fail_line(c, parser->problem_mark.line + 1, "", NULL, "%s (%s at line %zu)",
-				 parser->problem, parser->context,
-				 parser->context_mark.line + 1);
+				 parser->problem, parser->context, parser->context_mark.line + 1);
 	return fail_line(c, parser->problem_mark.line + 1, "", NULL, "%s",
 			 parser->problem != NULL ? parser->problem : "cannot parse YAML");
 }
@@ -918,7 +930,11 @@ sq_config_load(const char *path, const char *nf_path, struct sq_config *cfg, cha
 	       size_t err_len)
 {
 	struct ctx c = {
-		.path = path, .nf_path = nf_path, .cfg = cfg, .err = err, .err_len = err_len,
+		.path = path,
+		.nf_path = nf_path,
+		.cfg = cfg,
+		.err = err,
+		.err_len = err_len,
 	};
 	yaml_document_t doc;
 	int ret;

@@ -9,16 +9,16 @@
 
 #include <rte_ether.h>
 
-#define SQ_MAX_PORTS 16
-#define SQ_MAX_SERVICES 64
-#define SQ_MAX_CHAINS 64
-#define SQ_MAX_HOPS 16
-#define SQ_MAX_RULES 256
-#define SQ_MAX_NF_ARGS 16
-#define SQ_CFG_NAME_LEN 32
-#define SQ_CFG_PATH_LEN 512
+#define SQ_MAX_PORTS       16
+#define SQ_MAX_SERVICES    64
+#define SQ_MAX_CHAINS      64
+#define SQ_MAX_HOPS        16
+#define SQ_MAX_RULES       256
+#define SQ_MAX_NF_ARGS     16
+#define SQ_CFG_NAME_LEN    32
+#define SQ_CFG_PATH_LEN    512
 #define SQ_CFG_DEVARGS_LEN 512
-#define SQ_CFG_ERR_LEN 1024
+#define SQ_CFG_ERR_LEN     1024
 #define SQ_MAX_DEVARGS_ALT 4
 
 struct sq_cfg_port {
@@ -27,22 +27,22 @@ struct sq_cfg_port {
 	 * in order (net_af_xdp, falling back to net_af_packet) */
 	char devargs[SQ_MAX_DEVARGS_ALT][SQ_CFG_DEVARGS_LEN];
 	uint16_t n_devargs;
-	uint16_t rx_desc;                 /* default 1024 */
-	uint16_t tx_desc;                 /* default 1024 */
-	int line;                         /* for errors found later (DPDK rejects devargs) */
+	uint16_t rx_desc; /* default 1024 */
+	uint16_t tx_desc; /* default 1024 */
+	int line;         /* for errors found later (DPDK rejects devargs) */
 };
 
 struct sq_cfg_service {
 	char name[SQ_CFG_NAME_LEN];
-	char exec[SQ_CFG_PATH_LEN]; /* resolved absolute path of the NF binary */
-	char *args[SQ_MAX_NF_ARGS + 1];  /* NULL-terminated; strdup'ed */
+	char exec[SQ_CFG_PATH_LEN];     /* resolved absolute path of the NF binary */
+	char *args[SQ_MAX_NF_ARGS + 1]; /* NULL-terminated; strdup'ed */
 	uint32_t n_args;
-	uint32_t mode;               /* enum sq_nf_mode; default sleep */
-	uint32_t instances;          /* default 1 */
-	uint32_t ring_slots;         /* rx and tx ring size, power of 2; default 1024 */
-	uint32_t burst_max;          /* default 32 */
-	uint32_t batch_budget_pkts;  /* default 256 */
-	uint64_t spin_ns;            /* default 20000 */
+	uint32_t mode;              /* enum sq_nf_mode; default sleep */
+	uint32_t instances;         /* default 1 */
+	uint32_t ring_slots;        /* rx and tx ring size, power of 2; default 1024 */
+	uint32_t burst_max;         /* default 32 */
+	uint32_t batch_budget_pkts; /* default 256 */
+	uint64_t spin_ns;           /* default 20000 */
 	int line;
 };
 
@@ -54,24 +54,24 @@ struct sq_cfg_chain {
 };
 
 struct sq_cfg_rule {
-	int16_t in_port;                 /* index into ports[], -1: any */
+	int16_t in_port; /* index into ports[], -1: any */
 	bool has_dst_mac;
 	struct rte_ether_addr dst_mac;
-	uint16_t chain;                  /* index into chains[] */
-	uint16_t out_port;               /* index into ports[] */
+	uint16_t chain;    /* index into chains[] */
+	uint16_t out_port; /* index into ports[] */
 	int line;
 };
 
 struct sq_config {
 	char path[SQ_CFG_PATH_LEN];
 	/* manager: */
-	char name[SQ_CFG_NAME_LEN];      /* default "squall"; names the region file */
-	uint32_t region_mb;              /* default 256 */
-	uint32_t mbufs;                  /* default 16383 */
-	uint32_t mbuf_data_room;         /* default RTE_MBUF_DEFAULT_BUF_SIZE */
-	uint32_t stats_interval_ms;      /* default 1000; 0 = no periodic line */
-	int32_t nf_core;                 /* CPU NFs are pinned to; -1: not pinned; default -1 */
-	uint32_t rx_burst;               /* default 32 */
+	char name[SQ_CFG_NAME_LEN]; /* default "squall"; names the region file */
+	uint32_t region_mb;         /* default 256 */
+	uint32_t mbufs;             /* default 16383 */
+	uint32_t mbuf_data_room;    /* default RTE_MBUF_DEFAULT_BUF_SIZE */
+	uint32_t stats_interval_ms; /* default 1000; 0 = no periodic line */
+	int32_t nf_core;            /* CPU NFs are pinned to; -1: not pinned; default -1 */
+	uint32_t rx_burst;          /* default 32 */
 
 	struct sq_cfg_port ports[SQ_MAX_PORTS];
 	uint16_t n_ports;

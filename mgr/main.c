@@ -25,7 +25,7 @@ RTE_LOG_REGISTER(sq_logtype_mgr, squall.mgr, NOTICE);
 enum exit_code { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2 };
 
 #define CTL_PERIOD_MS 10
-#define MAX_EAL_ARGS 64
+#define MAX_EAL_ARGS  64
 
 struct options {
 	const char *config;
@@ -85,16 +85,16 @@ static int
 parse_args(int argc, char **argv, struct options *o)
 {
 	static const struct option longopts[] = {
-		{ "check", no_argument, NULL, 'c' },
-		{ "nf-path", required_argument, NULL, 'n' },
-		{ "region-dir", required_argument, NULL, 'r' },
-		{ "exit-stats", required_argument, NULL, 'e' },
-		{ "run-s", required_argument, NULL, 's' },
-		{ "idle-exit-ms", required_argument, NULL, 'i' },
-		{ "quiet", no_argument, NULL, 'q' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
-		{ NULL, 0, NULL, 0 },
+		{"check", no_argument, NULL, 'c'},
+		{"nf-path", required_argument, NULL, 'n'},
+		{"region-dir", required_argument, NULL, 'r'},
+		{"exit-stats", required_argument, NULL, 'e'},
+		{"run-s", required_argument, NULL, 's'},
+		{"idle-exit-ms", required_argument, NULL, 'i'},
+		{"quiet", no_argument, NULL, 'q'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0},
 	};
 	char *end;
 	int opt;
@@ -110,7 +110,8 @@ parse_args(int argc, char **argv, struct options *o)
 			double s = strtod(optarg, &end);
 
 			if (*end != '\0' || s <= 0) {
-				fprintf(stderr, "squall-mgr: --run-s: expected seconds > 0, got \"%s\"\n",
+				fprintf(stderr,
+					"squall-mgr: --run-s: expected seconds > 0, got \"%s\"\n",
 					optarg);
 				return -EINVAL;
 			}
@@ -120,13 +121,16 @@ parse_args(int argc, char **argv, struct options *o)
 		case 'i':
 			o->idle_exit_ms = strtoull(optarg, &end, 10);
 			if (*end != '\0' || o->idle_exit_ms == 0) {
-				fprintf(stderr, "squall-mgr: --idle-exit-ms: expected ms > 0, got \"%s\"\n",
+				fprintf(stderr,
+					"squall-mgr: --idle-exit-ms: expected ms > 0, got \"%s\"\n",
 					optarg);
 				return -EINVAL;
 			}
 			break;
 		case 'h': usage(stdout); exit(EXIT_OK);
-		case 'V': printf("squall-mgr %s (DPDK %s)\n", SQ_VERSION, rte_version()); exit(EXIT_OK);
+		case 'V':
+			printf("squall-mgr %s (DPDK %s)\n", SQ_VERSION, rte_version());
+			exit(EXIT_OK);
 		default: usage(stderr); return -EINVAL;
 		}
 	}
@@ -302,7 +306,7 @@ main(int argc, char **argv)
 {
 	static struct sq_config cfg;
 	static struct mgr mgr;
-	struct options o = { 0 };
+	struct options o = {0};
 	char err[SQ_CFG_ERR_LEN] = "";
 	char nf_path[4096];
 	bool rx_elsewhere = false;

@@ -20,24 +20,24 @@
 #include "config.h"
 
 extern int sq_logtype_mgr;
-#define MGR_LOG(level, fmt, ...)                                                \
+#define MGR_LOG(level, fmt, ...) \
 	rte_log(RTE_LOG_##level, sq_logtype_mgr, "squall-mgr: " fmt, ##__VA_ARGS__)
 
 /* A packet that went through more NF hops than this is looping (TO verdicts). */
 #define SQ_MAX_VISITS 64
 
 /* Every cause a packet can be dropped for, with its user-facing string. */
-#define SQ_FOREACH_DROP(_)                                                      \
-	_(PARSE, parse, "malformed header")                                    \
-	_(NO_RULE, no_rule, "no rule matched")                                 \
-	_(NO_NF, no_nf, "no live nf for the service")                          \
-	_(NF_RING_FULL, nf_ring_full, "nf rx ring full")                       \
-	_(NF_VERDICT, nf_verdict, "nf returned drop")                          \
-	_(PORT_TX_FULL, port_tx_full, "port tx queue full")                    \
-	_(BAD_VERDICT, bad_verdict, "verdict names no port or service")        \
-	_(NF_DIED, nf_died, "queued for an nf that died")                      \
-	_(OVERSIZE, oversize, "frame larger than the port accepts")            \
-	_(HOP_LIMIT, hop_limit, "too many nf hops (loop)")                     \
+#define SQ_FOREACH_DROP(_)                                              \
+	_(PARSE, parse, "malformed header")                             \
+	_(NO_RULE, no_rule, "no rule matched")                          \
+	_(NO_NF, no_nf, "no live nf for the service")                   \
+	_(NF_RING_FULL, nf_ring_full, "nf rx ring full")                \
+	_(NF_VERDICT, nf_verdict, "nf returned drop")                   \
+	_(PORT_TX_FULL, port_tx_full, "port tx queue full")             \
+	_(BAD_VERDICT, bad_verdict, "verdict names no port or service") \
+	_(NF_DIED, nf_died, "queued for an nf that died")               \
+	_(OVERSIZE, oversize, "frame larger than the port accepts")     \
+	_(HOP_LIMIT, hop_limit, "too many nf hops (loop)")              \
 	_(SHUTDOWN, shutdown, "in flight at shutdown")
 #define SQ_DROP_ENUM(sym, key, str) SQ_DROP_##sym,
 enum sq_drop { SQ_FOREACH_DROP(SQ_DROP_ENUM) SQ_DROP_MAX };
@@ -69,15 +69,15 @@ struct port_stage {
 /* What one role (rx or tx) owns: its counters, its staging, its touched list. */
 struct role_ctx {
 	struct role_stats stats;
-	struct nf_stage *stages;  /* one per NF */
-	uint32_t *touched;        /* NF ids with a non-empty stage */
+	struct nf_stage *stages; /* one per NF */
+	uint32_t *touched;       /* NF ids with a non-empty stage */
 	uint32_t n_touched;
 	struct port_stage ports[SQ_MAX_PORTS];
 };
 
 struct mgr_port {
 	char name[SQ_CFG_NAME_LEN];
-	uint16_t port_id;      /* DPDK's */
+	uint16_t port_id; /* DPDK's */
 	uint16_t max_rx_pkt_len;
 	char devargs[SQ_CFG_DEVARGS_LEN]; /* the alternative that probed */
 	/* written by rx: */
@@ -88,7 +88,7 @@ struct mgr_port {
 	uint64_t tx_bytes;
 	bool closed;
 	struct rte_eth_stats eth_final; /* DPDK's counters, kept at close */
-	uint64_t last_rx_pkts;  /* stats role: for rates */
+	uint64_t last_rx_pkts;          /* stats role: for rates */
 	uint64_t last_tx_pkts;
 };
 
@@ -96,22 +96,22 @@ struct mgr_nf {
 	uint32_t id;
 	uint16_t service;
 	uint16_t instance;
-	struct sq_nf_ctl *ctl;   /* in the region */
-	struct rte_ring *rx;     /* manager -> NF */
-	struct rte_ring *tx;     /* NF -> manager */
+	struct sq_nf_ctl *ctl; /* in the region */
+	struct rte_ring *rx;   /* manager -> NF */
+	struct rte_ring *tx;   /* NF -> manager */
 	pid_t pid;
-	_Atomic bool live;       /* takes packets; cleared when the process dies */
-	uint64_t start_tsc;      /* spawn time, for start-to-ready */
+	_Atomic bool live;  /* takes packets; cleared when the process dies */
+	uint64_t start_tsc; /* spawn time, for start-to-ready */
 	uint64_t ready_tsc;
 };
 
 struct mgr_service {
-	uint32_t first_nf;       /* NFs of a service are contiguous ids */
+	uint32_t first_nf; /* NFs of a service are contiguous ids */
 	uint32_t n_nfs;
 };
 
 struct mgr_chain {
-	uint64_t rx_pkts;        /* rx role: entered the chain */
+	uint64_t rx_pkts;                     /* rx role: entered the chain */
 	uint64_t tx_pkts __rte_cache_aligned; /* tx role: left it at its egress */
 	uint64_t visits_mismatch; /* left with nf_visits != hops: a hop skipped or doubled */
 };
@@ -168,8 +168,7 @@ int mgr_role_init(struct mgr *mgr, struct role_ctx *role);
 void mgr_role_free(struct role_ctx *role);
 void mgr_steer_to_service(struct mgr *mgr, struct role_ctx *role, uint16_t service,
 			  struct rte_mbuf *pkt);
-void mgr_steer_to_port(struct mgr *mgr, struct role_ctx *role, uint16_t port,
-		       struct rte_mbuf *pkt);
+void mgr_steer_to_port(struct mgr *mgr, struct role_ctx *role, uint16_t port, struct rte_mbuf *pkt);
 void mgr_steer_flush(struct mgr *mgr, struct role_ctx *role);
 void mgr_drop(struct role_stats *st, enum sq_drop cause, struct rte_mbuf *pkt);
 

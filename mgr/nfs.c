@@ -24,7 +24,7 @@
 extern char **environ;
 
 #define NF_READY_TIMEOUT_MS 3000
-#define NF_STOP_TIMEOUT_MS 5000
+#define NF_STOP_TIMEOUT_MS  5000
 
 static const char *const state_names[] = {
 	[SQ_NF_FREE] = "free",     [SQ_NF_SPAWNED] = "spawned", [SQ_NF_AWAKE] = "awake",
@@ -172,7 +172,7 @@ nf_is_ready(const struct mgr_nf *nf)
 static int
 wait_ready(struct mgr *mgr, struct mgr_nf *nf)
 {
-	const struct timespec nap = { .tv_nsec = 20 * 1000 };
+	const struct timespec nap = {.tv_nsec = 20 * 1000};
 	uint64_t deadline = rte_rdtsc() + rte_get_tsc_hz() / 1000 * NF_READY_TIMEOUT_MS;
 	int status;
 
@@ -254,7 +254,7 @@ free_if_held(struct rte_mempool *mp, void *opaque, void *obj, unsigned int idx)
 static void
 reclaim_nf(struct mgr *mgr, struct mgr_nf *nf, enum sq_drop cause)
 {
-	struct held_scan scan = { .mgr = mgr, .owner = nf->id + 1, .cause = cause };
+	struct held_scan scan = {.mgr = mgr, .owner = nf->id + 1, .cause = cause};
 	unsigned int returned = 0, n;
 
 	while ((n = mgr_tx_drain_nf(mgr, nf)) > 0)
@@ -333,7 +333,7 @@ count_running(const struct mgr *mgr)
 void
 mgr_nfs_stop_all(struct mgr *mgr)
 {
-	const struct timespec nap = { .tv_nsec = 200 * 1000 };
+	const struct timespec nap = {.tv_nsec = 200 * 1000};
 	uint64_t deadline = rte_rdtsc() + rte_get_tsc_hz() / 1000 * NF_STOP_TIMEOUT_MS;
 
 	atomic_store(&mgr->region->mgr_state, SQ_MGR_STOPPING);

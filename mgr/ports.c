@@ -43,7 +43,7 @@ unprobe(const char *devargs)
 static int
 setup_queues(struct mgr *mgr, uint16_t port_id, const struct sq_cfg_port *cp)
 {
-	struct rte_eth_conf conf = { 0 };
+	struct rte_eth_conf conf = {0};
 	uint16_t rx_desc = cp->rx_desc, tx_desc = cp->tx_desc;
 	int ret;
 
@@ -65,8 +65,7 @@ setup_queues(struct mgr *mgr, uint16_t port_id, const struct sq_cfg_port *cp)
 
 /* Probe, configure and start one devargs alternative. */
 static int
-try_devargs(struct mgr *mgr, const struct sq_cfg_port *cp, const char *devargs,
-	    uint16_t *port_id)
+try_devargs(struct mgr *mgr, const struct sq_cfg_port *cp, const char *devargs, uint16_t *port_id)
 {
 	char name[RTE_DEV_NAME_MAX_LEN];
 	int ret;

@@ -25,7 +25,7 @@
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif
 
-#define HEAP_NAME "squall"
+#define HEAP_NAME  "squall"
 #define POOL_CACHE 256
 
 static bool
@@ -73,8 +73,8 @@ remove_stale(const char *path)
 	close(fd);
 	if (n == (ssize_t)sizeof(hdr) && hdr.magic == SQ_REGION_MAGIC && hdr.mgr_pid > 0 &&
 	    hdr.mgr_pid != getpid() && kill(hdr.mgr_pid, 0) == 0) {
-		MGR_LOG(ERR, "%s is in use by squall-mgr pid %d; pick another manager.name\n",
-			path, hdr.mgr_pid);
+		MGR_LOG(ERR, "%s is in use by squall-mgr pid %d; pick another manager.name\n", path,
+			hdr.mgr_pid);
 		return -EBUSY;
 	}
 	MGR_LOG(NOTICE, "removing stale region %s\n", path);
@@ -202,8 +202,9 @@ create_pool(struct mgr *mgr)
 	mgr->pool = rte_pktmbuf_pool_create("sq_pool", cfg->mbufs, POOL_CACHE, SQ_PKT_META_SIZE,
 					    (uint16_t)cfg->mbuf_data_room, mgr->heap_socket);
 	if (mgr->pool == NULL) {
-		MGR_LOG(ERR, "cannot create a pool of %u mbufs in the %u MiB region: %s "
-			     "(raise manager.region_mb or lower manager.mbufs)\n",
+		MGR_LOG(ERR,
+			"cannot create a pool of %u mbufs in the %u MiB region: %s "
+			"(raise manager.region_mb or lower manager.mbufs)\n",
 			cfg->mbufs, cfg->region_mb, rte_strerror(rte_errno));
 		return -ENOMEM;
 	}
@@ -222,12 +223,14 @@ mgr_region_create(struct mgr *mgr, const char *want_dir)
 
 	choose_dir(want_dir, dir, sizeof(dir), &page_bytes);
 	if (page_bytes < (2u << 20))
-		MGR_LOG(WARNING, "region on %s: %zu B pages, expect ~6x slower than hugetlbfs "
-				 "(run scripts/setup.sh)\n", dir, page_bytes);
+		MGR_LOG(WARNING,
+			"region on %s: %zu B pages, expect ~6x slower than hugetlbfs "
+			"(run scripts/setup.sh)\n",
+			dir, page_bytes);
 	len = RTE_ALIGN_CEIL(len, page_bytes);
 	table_off = RTE_ALIGN_CEIL(sizeof(struct sq_region_hdr), RTE_CACHE_LINE_SIZE);
-	heap_off = RTE_ALIGN_CEIL(table_off + (size_t)max_nfs * sizeof(struct sq_nf_ctl),
-				  page_bytes);
+	heap_off =
+		RTE_ALIGN_CEIL(table_off + (size_t)max_nfs * sizeof(struct sq_nf_ctl), page_bytes);
 	if (heap_off + (16u << 20) > len) {
 		MGR_LOG(ERR, "region of %u MiB is too small for %u NFs\n", mgr->cfg->region_mb,
 			max_nfs);

@@ -65,7 +65,7 @@ check_ipv4(const struct rte_mbuf *pkt, uint32_t l2_len)
 static enum sq_drop
 parse_pkt(struct rte_mbuf *pkt)
 {
-	struct rte_net_hdr_lens lens = { 0 };
+	struct rte_net_hdr_lens lens = {0};
 	const struct rte_ipv4_hdr *ip;
 	uint16_t ether_type;
 	uint32_t ptype;
@@ -95,8 +95,7 @@ parse_pkt(struct rte_mbuf *pkt)
 			     pkt->data_len >= lens.l2_len + lens.l3_len + 4;
 
 		pkt->hash.rss = flow_hash_ipv4(
-			ip, rte_pktmbuf_mtod_offset(pkt, void *, lens.l2_len + lens.l3_len),
-			ports);
+			ip, rte_pktmbuf_mtod_offset(pkt, void *, lens.l2_len + lens.l3_len), ports);
 	}
 	return PARSE_OK;
 }

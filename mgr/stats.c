@@ -84,7 +84,7 @@ mgr_stats_visit_ports(const struct mgr *mgr, struct stats_sink *s)
 {
 	for (uint16_t i = 0; i < mgr->n_ports; i++) {
 		const struct mgr_port *p = &mgr->ports[i];
-		struct rte_eth_stats eth = { 0 };
+		struct rte_eth_stats eth = {0};
 
 		if (p->closed)
 			eth = p->eth_final;
@@ -125,9 +125,10 @@ visit_nf(const struct mgr *mgr, const struct mgr_nf *nf, struct stats_sink *s)
 	s->u64(s, "pid", (uint64_t)nf->pid);
 	s->str(s, "state", mgr_nf_state_name(atomic_load(&ctl->state)));
 	s->str(s, "mode", ctl->mode == SQ_NF_MODE_POLL ? "poll" : "sleep");
-	s->u64(s, "start_us", nf->ready_tsc > nf->start_tsc
-				      ? (nf->ready_tsc - nf->start_tsc) * 1000000 / rte_get_tsc_hz()
-				      : 0);
+	s->u64(s, "start_us",
+	       nf->ready_tsc > nf->start_tsc
+		       ? (nf->ready_tsc - nf->start_tsc) * 1000000 / rte_get_tsc_hz()
+		       : 0);
 	s->u64(s, "rx_pkts", ctl->rx_pkts);
 	s->u64(s, "tx_pkts", ctl->tx_pkts);
 	s->u64(s, "drop_verdicts", ctl->drop_verdicts);
@@ -170,7 +171,8 @@ mgr_stats_visit_chains(const struct mgr *mgr, struct stats_sink *s)
 		size_t off = 0;
 
 		for (uint16_t h = 0; h < cc->n_hops; h++)
-			off += (size_t)snprintf(hops + off, sizeof(hops) - off, "%s%s", h ? "," : "",
+			off += (size_t)snprintf(hops + off, sizeof(hops) - off, "%s%s",
+						h ? "," : "",
 						mgr->cfg->services[cc->services[h]].name);
 		char key[SQ_CFG_NAME_LEN];
 
@@ -253,8 +255,8 @@ int
 mgr_stats_write_json(struct mgr *mgr, const char *path)
 {
 	struct json_sink j = {
-		.sink = { .begin = json_begin, .end = json_end, .u64 = json_u64, .str = json_str },
-		.first = { true },
+		.sink = {.begin = json_begin, .end = json_end, .u64 = json_u64, .str = json_str},
+		.first = {true},
 	};
 	int ret = 0;
 
@@ -300,8 +302,7 @@ print_line(struct mgr *mgr, double secs)
 		p->last_rx_pkts = p->rx_pkts;
 		p->last_tx_pkts = p->tx_pkts;
 	}
-	printf("squall: rx %" PRIu64 " tx %" PRIu64 " drop %" PRIu64
-	       " | nfs %u/%u | mbufs %u%s\n",
+	printf("squall: rx %" PRIu64 " tx %" PRIu64 " drop %" PRIu64 " | nfs %u/%u | mbufs %u%s\n",
 	       t.rx_pkts, t.tx_pkts, t.drop_pkts, nfs_live(mgr), mgr->n_nfs, mgr_mbufs_in_use(mgr),
 	       ports);
 	fflush(stdout);

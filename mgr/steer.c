@@ -14,8 +14,8 @@
 
 #define SQ_DROP_KEY(sym, key, str) #key,
 #define SQ_DROP_STR(sym, key, str) str,
-const char *const sq_drop_keys[SQ_DROP_MAX] = { SQ_FOREACH_DROP(SQ_DROP_KEY) };
-const char *const sq_drop_names[SQ_DROP_MAX] = { SQ_FOREACH_DROP(SQ_DROP_STR) };
+const char *const sq_drop_keys[SQ_DROP_MAX] = {SQ_FOREACH_DROP(SQ_DROP_KEY)};
+const char *const sq_drop_names[SQ_DROP_MAX] = {SQ_FOREACH_DROP(SQ_DROP_STR)};
 
 /* A port that cannot take a burst now: retry this many times, then drop. */
 #define PORT_TX_RETRIES 8
@@ -83,8 +83,7 @@ flush_nf(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id)
 }
 
 void
-mgr_steer_to_service(struct mgr *mgr, struct role_ctx *role, uint16_t service,
-		     struct rte_mbuf *pkt)
+mgr_steer_to_service(struct mgr *mgr, struct role_ctx *role, uint16_t service, struct rte_mbuf *pkt)
 {
 	struct sq_pkt_meta *meta = sq_pkt_meta(pkt);
 	struct mgr_nf *nf = pick_instance(mgr, service, meta->flow_hash);

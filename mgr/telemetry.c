@@ -73,7 +73,7 @@ static void
 tel_sink_init(struct tel_sink *t, struct rte_tel_data *d)
 {
 	*t = (struct tel_sink){
-		.sink = { .begin = tel_begin, .end = tel_end, .u64 = tel_u64, .str = tel_str },
+		.sink = {.begin = tel_begin, .end = tel_end, .u64 = tel_u64, .str = tel_str},
 		.top = d,
 	};
 	rte_tel_data_start_dict(d);

@@ -10,8 +10,7 @@
 
 /* NEXT at the last hop leaves the chain by the rule's egress port. */
 static void
-verdict_next(struct mgr *mgr, struct role_ctx *role, struct rte_mbuf *pkt,
-	     struct sq_pkt_meta *meta)
+verdict_next(struct mgr *mgr, struct role_ctx *role, struct rte_mbuf *pkt, struct sq_pkt_meta *meta)
 {
 	const struct sq_cfg_chain *chain = &mgr->cfg->chains[meta->chain];
 
@@ -36,12 +35,8 @@ carry_out(struct mgr *mgr, struct role_ctx *role, struct rte_mbuf *pkt)
 
 	meta->owner = 0;
 	switch (meta->verdict >> 16) {
-	case SQ_VERDICT_NEXT:
-		verdict_next(mgr, role, pkt, meta);
-		return;
-	case SQ_VERDICT_DROP:
-		mgr_drop(&role->stats, SQ_DROP_NF_VERDICT, pkt);
-		return;
+	case SQ_VERDICT_NEXT: verdict_next(mgr, role, pkt, meta); return;
+	case SQ_VERDICT_DROP: mgr_drop(&role->stats, SQ_DROP_NF_VERDICT, pkt); return;
 	case SQ_VERDICT_OUT:
 		if (unlikely(arg >= mgr->n_ports))
 			break;
@@ -57,8 +52,7 @@ carry_out(struct mgr *mgr, struct role_ctx *role, struct rte_mbuf *pkt)
 		}
 		mgr_steer_to_service(mgr, role, arg, pkt);
 		return;
-	default:
-		break;
+	default: break;
 	}
 	mgr_drop(&role->stats, SQ_DROP_BAD_VERDICT, pkt);
 }

@@ -17,8 +17,8 @@
 
 #include <squall/squall.h>
 
-#define NF_EXIT_OK 0
-#define NF_EXIT_FAIL 1
+#define NF_EXIT_OK    0
+#define NF_EXIT_FAIL  1
 #define NF_EXIT_USAGE 2
 
 /* "+": stop at the first non-option instead of permuting argv, so argv is
@@ -27,16 +27,17 @@
 
 /* --help, and the options of libsquall, which sq_nf_init() takes out of argv
  * later: the NF skips those two, for which getopt_long() returns 0. */
-#define NF_OPT_COMMON_LONGOPTS                                                 \
-	{ "sq-region", required_argument, NULL, 0 },                           \
-	{ "sq-id", required_argument, NULL, 0 },                               \
-	{ "help", no_argument, NULL, 'h' }
+#define NF_OPT_COMMON_LONGOPTS                                                            \
+	{"sq-region", required_argument, NULL, 0}, {"sq-id", required_argument, NULL, 0}, \
+	{                                                                                 \
+		"help", no_argument, NULL, 'h'                                            \
+	}
 
-#define NF_OPT_COMMON_HELP                                                     \
-	"  -h, --help      show this help and exit\n"                          \
-	"\n"                                                                   \
-	"squall-mgr starts NFs and passes the region and the NF id in the\n"   \
-	"environment (SQUALL_REGION, SQUALL_NF_ID); by hand, add\n"            \
+#define NF_OPT_COMMON_HELP                                                   \
+	"  -h, --help      show this help and exit\n"                        \
+	"\n"                                                                 \
+	"squall-mgr starts NFs and passes the region and the NF id in the\n" \
+	"environment (SQUALL_REGION, SQUALL_NF_ID); by hand, add\n"          \
 	"--sq-region PATH --sq-id N. SQUALL_LOG_LEVEL=debug for more logs.\n"
 
 /* After a getopt_long() error (already printed by getopt). */
@@ -76,9 +77,9 @@ nf_opt_u64(const char *prog, const char *opt, const char *s, uint64_t min, uint6
 	*out = v;
 	return 0;
 bad:
-	fprintf(stderr, "%s: --%s: expected an integer from %" PRIu64 " to %" PRIu64
-			", got \"%s\"\n",
-		prog, opt, min, max, s);
+	fprintf(stderr,
+		"%s: --%s: expected an integer from %" PRIu64 " to %" PRIu64 ", got \"%s\"\n", prog,
+		opt, min, max, s);
 	return -EINVAL;
 }
 

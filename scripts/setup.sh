@@ -25,10 +25,10 @@ BUILD_DIR=build
 REQUIRED_PKGS=(
 	libdpdk-dev dpdk dpdk-dev meson ninja-build pkg-config gcc
 	libyaml-dev libpcap-dev libbpf-dev libxdp-dev
-	iproute2 iputils-ping ethtool curl procps python3-venv
+	iproute2 iputils-ping ethtool curl procps python3-venv clang-format make
 )
 # Traffic and developer tools (DESIGN.md §10); missing from the archive = a warning.
-OPTIONAL_PKGS=(tcpdump clang-format nginx-light wrk iperf3)
+OPTIONAL_PKGS=(tcpdump nginx-light wrk iperf3)
 
 step() { printf '==> %s\n' "$*"; }
 info() { printf '    %s\n' "$*"; }

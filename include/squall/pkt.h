@@ -42,17 +42,17 @@ sq_to(uint16_t service)
  * sig and user[].
  */
 struct sq_pkt_meta {
-	uint32_t owner;      /* manager only: NF id + 1 that holds it, 0 = none */
-	uint16_t chain;      /* chain index in the config */
-	uint8_t hop;         /* index of the current NF in the chain */
-	uint8_t nf_visits;   /* incremented by libsquall at every NF hop */
+	uint32_t owner;    /* manager only: NF id + 1 that holds it, 0 = none */
+	uint16_t chain;    /* chain index in the config */
+	uint8_t hop;       /* index of the current NF in the chain */
+	uint8_t nf_visits; /* incremented by libsquall at every NF hop */
 	sq_verdict_t verdict;
 	uint16_t in_port;
-	uint16_t out_port;   /* the rule's egress port */
-	uint32_t flow_hash;  /* symmetric hash of the 5-tuple */
-	uint32_t sig;        /* written by the sig NF */
-	uint64_t rx_tsc;     /* TSC when the manager received it */
-	uint64_t user[2];    /* free for NFs */
+	uint16_t out_port;  /* the rule's egress port */
+	uint32_t flow_hash; /* symmetric hash of the 5-tuple */
+	uint32_t sig;       /* written by the sig NF */
+	uint64_t rx_tsc;    /* TSC when the manager received it */
+	uint64_t user[2];   /* free for NFs */
 };
 
 #define SQ_PKT_META_SIZE RTE_ALIGN_CEIL(sizeof(struct sq_pkt_meta), RTE_MBUF_PRIV_ALIGN)

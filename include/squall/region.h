@@ -17,15 +17,15 @@
 
 #include <rte_common.h>
 
-#define SQ_REGION_MAGIC 0x4c4c415551535153ULL /* "SQSQUALL" */
+#define SQ_REGION_MAGIC     0x4c4c415551535153ULL /* "SQSQUALL" */
 /** Bump on any change to this file or to struct sq_pkt_meta. */
-#define SQ_ABI_VERSION 1u
+#define SQ_ABI_VERSION      1u
 /** Fixed address, far from the heap, stack and DPDK's own mappings. */
 #define SQ_REGION_BASE_ADDR 0x3f0000000000ULL
 
-#define SQ_NAME_LEN 32
+#define SQ_NAME_LEN     32
 #define SQ_NF_BURST_MAX 32
-#define SQ_NF_COUNTERS 4 /* NF-defined counters, named by the NF */
+#define SQ_NF_COUNTERS  4 /* NF-defined counters, named by the NF */
 
 /** Manager lifecycle, in the region header. */
 enum sq_mgr_state {
@@ -60,8 +60,8 @@ struct sq_nf_ctl {
 	uint32_t abi_version;
 	uint16_t service_id;
 	uint16_t instance;
-	uint32_t mode;              /* enum sq_nf_mode */
-	uint64_t rx_ring_off;       /* from region base */
+	uint32_t mode;        /* enum sq_nf_mode */
+	uint64_t rx_ring_off; /* from region base */
 	uint64_t tx_ring_off;
 	uint32_t burst_max;         /* NF dequeue burst, <= SQ_NF_BURST_MAX */
 	uint32_t batch_budget_pkts; /* then yield the core (seed 001 §4) */
@@ -71,7 +71,7 @@ struct sq_nf_ctl {
 	/* Written by the manager at run time. */
 	alignas(RTE_CACHE_LINE_SIZE) _Atomic uint32_t stop; /* 1: leave the loop */
 	uint32_t pad0;
-	uint64_t wakes;             /* FUTEX_WAKEs sent */
+	uint64_t wakes; /* FUTEX_WAKEs sent */
 
 	/* The NF's state word: NF writes AWAKE/ASLEEP; manager ASLEEP->WAKING. */
 	alignas(RTE_CACHE_LINE_SIZE) _Atomic uint32_t state;
@@ -80,11 +80,11 @@ struct sq_nf_ctl {
 	/* Written by the NF only. */
 	alignas(RTE_CACHE_LINE_SIZE) uint64_t rx_pkts;
 	uint64_t tx_pkts;
-	uint64_t drop_verdicts;  /* packets the NF handed back as DROP */
+	uint64_t drop_verdicts; /* packets the NF handed back as DROP */
 	uint64_t bursts;
 	uint64_t sleeps;
-	uint64_t handler_tsc;    /* cycles spent in the user's handler */
-	uint64_t tx_full_spins;  /* times the tx ring was full (back-pressure) */
+	uint64_t handler_tsc;   /* cycles spent in the user's handler */
+	uint64_t tx_full_spins; /* times the tx ring was full (back-pressure) */
 
 	alignas(RTE_CACHE_LINE_SIZE) uint64_t counters[SQ_NF_COUNTERS];
 	char counter_names[SQ_NF_COUNTERS][SQ_NAME_LEN];
@@ -97,7 +97,7 @@ struct sq_region_hdr {
 	uint64_t magic;
 	uint32_t abi_version;
 	uint32_t hdr_size;
-	uint64_t base_addr;  /* where every process must map it */
+	uint64_t base_addr; /* where every process must map it */
 	uint64_t len_bytes;
 	uint64_t nf_table_off;
 	uint32_t max_nfs;

@@ -12,11 +12,11 @@
 
 #include "../nf_opt.h"
 
-#define NF_NAME "squall-nf-cost"
+#define NF_NAME        "squall-nf-cost"
 #define CYCLES_DEFAULT 1000
 /* About 0.3 s at 3 GHz: a burst of 32 already keeps the NF from its stop
  * flag for ~10 s, which is as far as an experiment should go. */
-#define CYCLES_MAX 1000000000ull
+#define CYCLES_MAX     1000000000ull
 
 static void
 usage(FILE *f)
@@ -24,8 +24,8 @@ usage(FILE *f)
 	fprintf(f, "Usage: " NF_NAME " [--cycles N]\n"
 		   "Spin N TSC cycles on every packet, then pass it on to the next hop.\n"
 		   "\n"
-		   "  --cycles N      cycles per packet (default " RTE_STR(CYCLES_DEFAULT) ")\n"
-		   NF_OPT_COMMON_HELP);
+		   "  --cycles N      cycles per packet (default " RTE_STR(
+			   CYCLES_DEFAULT) ")\n" NF_OPT_COMMON_HELP);
 }
 
 static sq_verdict_t
@@ -44,9 +44,9 @@ int
 main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "cycles", required_argument, NULL, 'c' },
+		{"cycles", required_argument, NULL, 'c'},
 		NF_OPT_COMMON_LONGOPTS,
-		{ NULL, 0, NULL, 0 },
+		{NULL, 0, NULL, 0},
 	};
 	static uint64_t cycles = CYCLES_DEFAULT;
 	struct sq_nf *nf;
@@ -58,13 +58,9 @@ main(int argc, char **argv)
 			if (nf_opt_u64(NF_NAME, "cycles", optarg, 0, CYCLES_MAX, &cycles) < 0)
 				return NF_EXIT_USAGE;
 			break;
-		case 'h':
-			usage(stdout);
-			return NF_EXIT_OK;
-		case 0: /* for sq_nf_init() */
-			break;
-		default:
-			return nf_opt_usage_error(NF_NAME);
+		case 'h': usage(stdout); return NF_EXIT_OK;
+		case 0: /* for sq_nf_init() */ break;
+		default: return nf_opt_usage_error(NF_NAME);
 		}
 	}
 	ret = nf_opt_check_done(NF_NAME, argc, argv);

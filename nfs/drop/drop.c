@@ -13,8 +13,8 @@
 #define NF_NAME "squall-nf-drop"
 
 struct drop {
-	uint64_t every;  /* drop packets every, 2 * every, ...; 1: all */
-	uint64_t since;  /* packets since the last drop */
+	uint64_t every; /* drop packets every, 2 * every, ...; 1: all */
+	uint64_t since; /* packets since the last drop */
 };
 
 static void
@@ -24,8 +24,8 @@ usage(FILE *f)
 		   "Drop every packet.\n"
 		   "\n"
 		   "  --every N       drop only every Nth packet (the Nth, the 2Nth, ...)\n"
-		   "                  and pass the others on to the next hop (default 1)\n"
-		   NF_OPT_COMMON_HELP);
+		   "                  and pass the others on to the next hop (default "
+		   "1)\n" NF_OPT_COMMON_HELP);
 }
 
 static sq_verdict_t
@@ -44,11 +44,11 @@ int
 main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "every", required_argument, NULL, 'e' },
+		{"every", required_argument, NULL, 'e'},
 		NF_OPT_COMMON_LONGOPTS,
-		{ NULL, 0, NULL, 0 },
+		{NULL, 0, NULL, 0},
 	};
-	static struct drop drop = { .every = 1 };
+	static struct drop drop = {.every = 1};
 	struct sq_nf *nf;
 	int opt, ret;
 
@@ -58,13 +58,9 @@ main(int argc, char **argv)
 			if (nf_opt_u64(NF_NAME, "every", optarg, 1, UINT64_MAX, &drop.every) < 0)
 				return NF_EXIT_USAGE;
 			break;
-		case 'h':
-			usage(stdout);
-			return NF_EXIT_OK;
-		case 0: /* for sq_nf_init() */
-			break;
-		default:
-			return nf_opt_usage_error(NF_NAME);
+		case 'h': usage(stdout); return NF_EXIT_OK;
+		case 0: /* for sq_nf_init() */ break;
+		default: return nf_opt_usage_error(NF_NAME);
 		}
 	}
 	ret = nf_opt_check_done(NF_NAME, argc, argv);

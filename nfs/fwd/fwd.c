@@ -33,8 +33,7 @@ usage(FILE *f)
 		   "  --dst-mac MAC   rewrite the destination address (XX:XX:XX:XX:XX:XX)\n"
 		   "  --src-mac MAC   rewrite the source address\n"
 		   "  --out PORT      transmit on port PORT (its index in the config's port\n"
-		   "                  list) instead of going to the next hop\n"
-		   NF_OPT_COMMON_HELP);
+		   "                  list) instead of going to the next hop\n" NF_OPT_COMMON_HELP);
 }
 
 static int
@@ -90,13 +89,13 @@ int
 main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "dst-mac", required_argument, NULL, 'd' },
-		{ "src-mac", required_argument, NULL, 's' },
-		{ "out", required_argument, NULL, 'o' },
+		{"dst-mac", required_argument, NULL, 'd'},
+		{"src-mac", required_argument, NULL, 's'},
+		{"out", required_argument, NULL, 'o'},
 		NF_OPT_COMMON_LONGOPTS,
-		{ NULL, 0, NULL, 0 },
+		{NULL, 0, NULL, 0},
 	};
-	struct fwd fwd = { .verdict = SQ_NEXT };
+	struct fwd fwd = {.verdict = SQ_NEXT};
 	bool has_out = false;
 	uint64_t port = 0;
 	struct sq_nf *nf;
@@ -107,7 +106,8 @@ main(int argc, char **argv)
 		case 'd':
 		case 's':
 			if (parse_mac(optarg, opt == 'd' ? &fwd.dst_mac : &fwd.src_mac) < 0) {
-				fprintf(stderr, NF_NAME ": --%s: expected XX:XX:XX:XX:XX:XX, got \"%s\"\n",
+				fprintf(stderr,
+					NF_NAME ": --%s: expected XX:XX:XX:XX:XX:XX, got \"%s\"\n",
 					opt == 'd' ? "dst-mac" : "src-mac", optarg);
 				return NF_EXIT_USAGE;
 			}
@@ -121,13 +121,9 @@ main(int argc, char **argv)
 				return NF_EXIT_USAGE;
 			has_out = true;
 			break;
-		case 'h':
-			usage(stdout);
-			return NF_EXIT_OK;
-		case 0: /* for sq_nf_init() */
-			break;
-		default:
-			return nf_opt_usage_error(NF_NAME);
+		case 'h': usage(stdout); return NF_EXIT_OK;
+		case 0: /* for sq_nf_init() */ break;
+		default: return nf_opt_usage_error(NF_NAME);
 		}
 	}
 	ret = nf_opt_check_done(NF_NAME, argc, argv);

@@ -19,20 +19,20 @@
 
 #include "../nf_opt.h"
 
-#define NF_NAME "squall-nf-monitor"
+#define NF_NAME             "squall-nf-monitor"
 #define INTERVAL_MS_DEFAULT 1000
-#define INTERVAL_MS_MAX (24 * 3600 * 1000)
+#define INTERVAL_MS_MAX     (24 * 3600 * 1000)
 
 struct monitor {
 	struct sq_nf *nf;
 	int pkts_idx;
 	int bytes_idx;
 	uint64_t tsc_hz;
-	uint64_t interval_tsc;  /* 0: never print */
-	uint64_t last_tsc;      /* when the last line was printed */
-	uint64_t last_pkts;     /* totals at last_tsc */
+	uint64_t interval_tsc; /* 0: never print */
+	uint64_t last_tsc;     /* when the last line was printed */
+	uint64_t last_pkts;    /* totals at last_tsc */
 	uint64_t last_bytes;
-	uint64_t pkts;          /* totals; the NF counters hold the same */
+	uint64_t pkts; /* totals; the NF counters hold the same */
 	uint64_t bytes;
 	char name[SQ_NAME_LEN + 16]; /* service#instance */
 };
@@ -45,9 +45,8 @@ usage(FILE *f)
 		   "the rate to stderr. Every packet passes on to the next hop.\n"
 		   "\n"
 		   "  --interval-ms MS  print a rate line every MS ms while packets flow\n"
-		   "                    and a total when it stops (default "
-		   RTE_STR(INTERVAL_MS_DEFAULT) "; 0: never)\n"
-		   NF_OPT_COMMON_HELP);
+		   "                    and a total when it stops (default " RTE_STR(
+			   INTERVAL_MS_DEFAULT) "; 0: never)\n" NF_OPT_COMMON_HELP);
 }
 
 static void
@@ -59,8 +58,8 @@ print_rate(struct monitor *mon, uint64_t now_tsc)
 
 	/* Bytes are the frames' L2 lengths (no preamble, no FCS). */
 	fprintf(stderr,
-		"monitor %s: %.0f pkt/s %.3f Mbit/s over %.3f s (total %" PRIu64
-		" pkts %" PRIu64 " bytes)\n",
+		"monitor %s: %.0f pkt/s %.3f Mbit/s over %.3f s (total %" PRIu64 " pkts %" PRIu64
+		" bytes)\n",
 		mon->name, (double)pkts / secs, (double)bytes * 8 / secs / 1e6, secs, mon->pkts,
 		mon->bytes);
 	mon->last_tsc = now_tsc;
@@ -103,9 +102,9 @@ int
 main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "interval-ms", required_argument, NULL, 'i' },
+		{"interval-ms", required_argument, NULL, 'i'},
 		NF_OPT_COMMON_LONGOPTS,
-		{ NULL, 0, NULL, 0 },
+		{NULL, 0, NULL, 0},
 	};
 	static struct monitor mon;
 	uint64_t interval_ms = INTERVAL_MS_DEFAULT;
@@ -120,13 +119,9 @@ main(int argc, char **argv)
 				       &interval_ms) < 0)
 				return NF_EXIT_USAGE;
 			break;
-		case 'h':
-			usage(stdout);
-			return NF_EXIT_OK;
-		case 0: /* for sq_nf_init() */
-			break;
-		default:
-			return nf_opt_usage_error(NF_NAME);
+		case 'h': usage(stdout); return NF_EXIT_OK;
+		case 0: /* for sq_nf_init() */ break;
+		default: return nf_opt_usage_error(NF_NAME);
 		}
 	}
 	ret = nf_opt_check_done(NF_NAME, argc, argv);
@@ -138,8 +133,7 @@ main(int argc, char **argv)
 		return ret;
 	ctl = sq_nf_ctl(nf);
 	mon.nf = nf;
-	snprintf(mon.name, sizeof(mon.name), "%.*s#%u", SQ_NAME_LEN, ctl->service,
-		 ctl->instance);
+	snprintf(mon.name, sizeof(mon.name), "%.*s#%u", SQ_NAME_LEN, ctl->service, ctl->instance);
 	mon.pkts_idx = sq_nf_counter_register(nf, "pkts");
 	mon.bytes_idx = sq_nf_counter_register(nf, "bytes");
 	mon.tsc_hz = sq_nf_region(nf)->tsc_hz;

@@ -17,8 +17,7 @@ usage(FILE *f)
 {
 	fprintf(f, "Usage: " NF_NAME "\n"
 		   "Pass every packet on to the next hop, touching nothing.\n"
-		   "\n"
-		   NF_OPT_COMMON_HELP);
+		   "\n" NF_OPT_COMMON_HELP);
 }
 
 static void
@@ -34,20 +33,16 @@ main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		NF_OPT_COMMON_LONGOPTS,
-		{ NULL, 0, NULL, 0 },
+		{NULL, 0, NULL, 0},
 	};
 	struct sq_nf *nf;
 	int opt, ret;
 
 	while ((opt = getopt_long(argc, argv, NF_OPT_SHORT, longopts, NULL)) != -1) {
 		switch (opt) {
-		case 'h':
-			usage(stdout);
-			return NF_EXIT_OK;
-		case 0: /* for sq_nf_init() */
-			break;
-		default:
-			return nf_opt_usage_error(NF_NAME);
+		case 'h': usage(stdout); return NF_EXIT_OK;
+		case 0: /* for sq_nf_init() */ break;
+		default: return nf_opt_usage_error(NF_NAME);
 		}
 	}
 	ret = nf_opt_check_done(NF_NAME, argc, argv);

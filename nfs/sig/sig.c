@@ -25,10 +25,10 @@
 
 #include "../nf_opt.h"
 
-#define NF_NAME "squall-nf-sig"
-#define SIG_BYTES 64
+#define NF_NAME            "squall-nf-sig"
+#define SIG_BYTES          64
 #define FNV1A_OFFSET_BASIS 2166136261u
-#define FNV1A_PRIME 16777619u
+#define FNV1A_PRIME        16777619u
 
 struct sig {
 	struct sq_nf *nf;
@@ -47,8 +47,7 @@ usage(FILE *f)
 		   "sig_pkts, sig_sum (sum of the hashes), sig_mismatch (packet changed since\n"
 		   "the first sig hop), sig_revisit (packet seen twice by this instance).\n"
 		   "Every packet passes on to the next hop.\n"
-		   "\n"
-		   NF_OPT_COMMON_HELP);
+		   "\n" NF_OPT_COMMON_HELP);
 }
 
 static inline uint32_t
@@ -100,7 +99,7 @@ main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		NF_OPT_COMMON_LONGOPTS,
-		{ NULL, 0, NULL, 0 },
+		{NULL, 0, NULL, 0},
 	};
 	static struct sig sig;
 	struct sq_nf *nf;
@@ -108,13 +107,9 @@ main(int argc, char **argv)
 
 	while ((opt = getopt_long(argc, argv, NF_OPT_SHORT, longopts, NULL)) != -1) {
 		switch (opt) {
-		case 'h':
-			usage(stdout);
-			return NF_EXIT_OK;
-		case 0: /* for sq_nf_init() */
-			break;
-		default:
-			return nf_opt_usage_error(NF_NAME);
+		case 'h': usage(stdout); return NF_EXIT_OK;
+		case 0: /* for sq_nf_init() */ break;
+		default: return nf_opt_usage_error(NF_NAME);
 		}
 	}
 	ret = nf_opt_check_done(NF_NAME, argc, argv);

@@ -97,8 +97,8 @@ make_fake_nfs(void)
 static void
 remove_fake_nfs(void)
 {
-	const char *files[] = { "fake-nf", "noexec-nf", "shadow/fake-nf", "rel.yaml",
-				"abs.yaml", "shadow", NULL };
+	const char *files[] = {"fake-nf", "noexec-nf", "shadow/fake-nf", "rel.yaml", "abs.yaml",
+			       "shadow",  NULL};
 	char path[PATH_MAX];
 	int i;
 
@@ -159,7 +159,7 @@ test_defaults(void)
 static void
 test_every_key(void)
 {
-	const uint8_t mac[RTE_ETHER_ADDR_LEN] = { 0x02, 0, 0, 0, 0, 0x0a };
+	const uint8_t mac[RTE_ETHER_ADDR_LEN] = {0x02, 0, 0, 0, 0, 0x0a};
 	struct sq_cfg_service *mon = &cfg.services[0];
 	int ret;
 
@@ -239,61 +239,61 @@ static const struct {
 	const char *file;
 	const char *err;
 } bad_configs[] = {
-	{ "bad_unknown_key", "7: services[0].colour: unknown key" },
-	{ "bad_unknown_top", "13: colour: unknown key" },
-	{ "bad_dup_key", "7: services[0].exec: duplicate key" },
-	{ "bad_not_mapping", "1: expected a mapping, got a sequence" },
-	{ "bad_empty", "1: empty file, expected a mapping" },
-	{ "bad_syntax", "10: did not find expected ',' or ']' (while parsing a flow sequence "
-			"at line 9)" },
-	{ "bad_manager_null", "1: manager: expected a mapping, got nothing" },
-	{ "bad_ports_mapping", "2: ports: expected a sequence of 1 to 16 entries, got a mapping" },
-	{ "bad_empty_seq", "7: chains: expected 1 to 64 entries, got 0" },
-	{ "bad_int_seq", "7: services[0].instances: expected an integer from 1 to 4096, got a "
-			 "sequence" },
-	{ "bad_int_word", "7: services[0].instances: expected an integer from 1 to 4096, got "
-			  "\"many\"" },
-	{ "bad_int_junk", "2: manager.region_mb: expected an integer from 16 to 65536, got "
-			  "\"256MB\"" },
-	{ "bad_int_range", "2: manager.nf_core: expected an integer from -1 to 1023, got "
-			   "\"-2\"" },
-	{ "bad_int_negative", "4: ports[0].rx_desc: expected an integer from 64 to 16384, got "
-			      "\"-1024\"" },
-	{ "bad_int_overflow", "2: manager.mbufs: expected an integer from 1023 to 4194303, got "
-			      "\"99999999999999999999999\"" },
-	{ "bad_int_hex", "7: services[0].burst_max: expected an integer from 1 to 32, got "
-			 "\"0x10\"" },
-	{ "bad_burst_max", "7: services[0].burst_max: expected an integer from 1 to 32, got "
-			   "\"33\"" },
-	{ "bad_missing_key", "5: services[0]: missing required key \"exec\"" },
-	{ "bad_missing_section", "1: missing required key \"rules\"" },
-	{ "bad_chain_service", "11: chains[0].services[1]: unknown service \"nat\"" },
-	{ "bad_rule_chain", "11: rules[0].chain: unknown chain \"mail\"" },
-	{ "bad_rule_port", "12: rules[0].out_port: unknown port \"out\"" },
-	{ "bad_rule_in_port", "11: rules[0].in_port: unknown port \"eth9\"" },
-	{ "bad_mac", "11: rules[0].dst_mac: expected a MAC address like \"02:00:00:00:00:01\", "
-		     "got \"02:00:00:00:00:0g\"" },
-	{ "bad_mac_short", "11: rules[0].dst_mac: expected a MAC address like "
-			   "\"02:00:00:00:00:01\", got \"2:0:0:0:0:1\"" },
-	{ "bad_mode", "7: services[0].mode: expected \"sleep\" or \"poll\", got \"fast\"" },
-	{ "bad_ring_slots", "7: services[0].ring_slots: expected a power of two from 64 to "
-			    "65536, got \"1000\"" },
-	{ "bad_ring_slots_small", "7: services[0].ring_slots: expected a power of two from 64 "
-				  "to 65536, got \"32\"" },
-	{ "bad_dup_port", "4: ports[1].name: duplicate port name \"in\" (first at line 2)" },
-	{ "bad_dup_service", "7: services[1].name: duplicate service name \"mon\" (first at "
-			     "line 5)" },
-	{ "bad_dup_chain", "10: chains[1].name: duplicate chain name \"web\" (first at line "
-			   "8)" },
-	{ "bad_name", "2: ports[0].name: expected a name of 1 to 31 characters from "
-		      "[A-Za-z0-9_-], got \"my port\"" },
-	{ "bad_devargs_empty", "3: ports[0].devargs: expected a non-empty string of at most 511 "
-			       "characters, got \"\"" },
-	{ "bad_args_type", "7: services[0].args[1]: expected a string, got a mapping" },
-	{ "bad_args_many", "7: services[0].args: expected 0 to 16 entries, got 17" },
-	{ "bad_exec_relative", "6: services[0].exec: \"./no-such-nf\" not found (looked for "
-			       "\"configs/./no-such-nf\")" },
-	{ "bad_exec_absolute", "6: services[0].exec: \"/nonexistent/squall-nf\" not found" },
+	{"bad_unknown_key", "7: services[0].colour: unknown key"},
+	{"bad_unknown_top", "13: colour: unknown key"},
+	{"bad_dup_key", "7: services[0].exec: duplicate key"},
+	{"bad_not_mapping", "1: expected a mapping, got a sequence"},
+	{"bad_empty", "1: empty file, expected a mapping"},
+	{"bad_syntax", "10: did not find expected ',' or ']' (while parsing a flow sequence "
+		       "at line 9)"},
+	{"bad_manager_null", "1: manager: expected a mapping, got nothing"},
+	{"bad_ports_mapping", "2: ports: expected a sequence of 1 to 16 entries, got a mapping"},
+	{"bad_empty_seq", "7: chains: expected 1 to 64 entries, got 0"},
+	{"bad_int_seq", "7: services[0].instances: expected an integer from 1 to 4096, got a "
+			"sequence"},
+	{"bad_int_word", "7: services[0].instances: expected an integer from 1 to 4096, got "
+			 "\"many\""},
+	{"bad_int_junk", "2: manager.region_mb: expected an integer from 16 to 65536, got "
+			 "\"256MB\""},
+	{"bad_int_range", "2: manager.nf_core: expected an integer from -1 to 1023, got "
+			  "\"-2\""},
+	{"bad_int_negative", "4: ports[0].rx_desc: expected an integer from 64 to 16384, got "
+			     "\"-1024\""},
+	{"bad_int_overflow", "2: manager.mbufs: expected an integer from 1023 to 4194303, got "
+			     "\"99999999999999999999999\""},
+	{"bad_int_hex", "7: services[0].burst_max: expected an integer from 1 to 32, got "
+			"\"0x10\""},
+	{"bad_burst_max", "7: services[0].burst_max: expected an integer from 1 to 32, got "
+			  "\"33\""},
+	{"bad_missing_key", "5: services[0]: missing required key \"exec\""},
+	{"bad_missing_section", "1: missing required key \"rules\""},
+	{"bad_chain_service", "11: chains[0].services[1]: unknown service \"nat\""},
+	{"bad_rule_chain", "11: rules[0].chain: unknown chain \"mail\""},
+	{"bad_rule_port", "12: rules[0].out_port: unknown port \"out\""},
+	{"bad_rule_in_port", "11: rules[0].in_port: unknown port \"eth9\""},
+	{"bad_mac", "11: rules[0].dst_mac: expected a MAC address like \"02:00:00:00:00:01\", "
+		    "got \"02:00:00:00:00:0g\""},
+	{"bad_mac_short", "11: rules[0].dst_mac: expected a MAC address like "
+			  "\"02:00:00:00:00:01\", got \"2:0:0:0:0:1\""},
+	{"bad_mode", "7: services[0].mode: expected \"sleep\" or \"poll\", got \"fast\""},
+	{"bad_ring_slots", "7: services[0].ring_slots: expected a power of two from 64 to "
+			   "65536, got \"1000\""},
+	{"bad_ring_slots_small", "7: services[0].ring_slots: expected a power of two from 64 "
+				 "to 65536, got \"32\""},
+	{"bad_dup_port", "4: ports[1].name: duplicate port name \"in\" (first at line 2)"},
+	{"bad_dup_service", "7: services[1].name: duplicate service name \"mon\" (first at "
+			    "line 5)"},
+	{"bad_dup_chain", "10: chains[1].name: duplicate chain name \"web\" (first at line "
+			  "8)"},
+	{"bad_name", "2: ports[0].name: expected a name of 1 to 31 characters from "
+		     "[A-Za-z0-9_-], got \"my port\""},
+	{"bad_devargs_empty", "3: ports[0].devargs: expected a non-empty string of at most 511 "
+			      "characters, got \"\""},
+	{"bad_args_type", "7: services[0].args[1]: expected a string, got a mapping"},
+	{"bad_args_many", "7: services[0].args: expected 0 to 16 entries, got 17"},
+	{"bad_exec_relative", "6: services[0].exec: \"./no-such-nf\" not found (looked for "
+			      "\"configs/./no-such-nf\")"},
+	{"bad_exec_absolute", "6: services[0].exec: \"/nonexistent/squall-nf\" not found"},
 };
 
 static void
@@ -326,21 +326,27 @@ test_exec_errors(void)
 {
 	char want[SQ_CFG_ERR_LEN], shadow[PATH_MAX];
 
-	snprintf(want, sizeof(want), "configs/bad_exec_missing.yaml:6: services[0].exec: "
-		 "\"squall-nf-nope\" not found in %s or $PATH", tmp_dir);
+	snprintf(want, sizeof(want),
+		 "configs/bad_exec_missing.yaml:6: services[0].exec: "
+		 "\"squall-nf-nope\" not found in %s or $PATH",
+		 tmp_dir);
 	expect_error("configs/bad_exec_missing.yaml", tmp_dir, want);
 	expect_error("configs/bad_exec_missing.yaml", NULL,
 		     "configs/bad_exec_missing.yaml:6: services[0].exec: \"squall-nf-nope\" "
 		     "not found in $PATH");
 
-	snprintf(want, sizeof(want), "configs/bad_exec_noexec.yaml:6: services[0].exec: "
-		 "\"%s/noexec-nf\" is not executable", real_dir);
+	snprintf(want, sizeof(want),
+		 "configs/bad_exec_noexec.yaml:6: services[0].exec: "
+		 "\"%s/noexec-nf\" is not executable",
+		 real_dir);
 	expect_error("configs/bad_exec_noexec.yaml", tmp_dir, want);
 
 	/* Found only as a non-executable file: say so, naming that file. */
 	snprintf(shadow, sizeof(shadow), "%s/shadow", tmp_dir);
-	snprintf(want, sizeof(want), "configs/min.yaml:7: services[0].exec: "
-		 "\"%s/shadow/fake-nf\" is not executable", real_dir);
+	snprintf(want, sizeof(want),
+		 "configs/min.yaml:7: services[0].exec: "
+		 "\"%s/shadow/fake-nf\" is not executable",
+		 real_dir);
 	expect_error("configs/min.yaml", shadow, want);
 }
 
@@ -361,11 +367,10 @@ expect_exec(const char *path, const char *nf_path)
 static void
 test_exec_resolution(void)
 {
-	static const char cfg_fmt[] =
-		"ports: [{name: in, devargs: net_null0}]\n"
-		"services: [{name: mon, exec: %s}]\n"
-		"chains: [{name: web, services: [mon]}]\n"
-		"rules: [{chain: web, out_port: in}]\n";
+	static const char cfg_fmt[] = "ports: [{name: in, devargs: net_null0}]\n"
+				      "services: [{name: mon, exec: %s}]\n"
+				      "chains: [{name: web, services: [mon]}]\n"
+				      "rules: [{chain: web, out_port: in}]\n";
 	char text[PATH_MAX + 256], path[PATH_MAX], dirs[2 * PATH_MAX + 2];
 	char *saved_path;
 
