@@ -18,6 +18,7 @@
 #include <squall/region.h>
 
 #include "config.h"
+#include "latency.h"
 
 extern int sq_logtype_mgr;
 #define MGR_LOG(level, fmt, ...) \
@@ -114,6 +115,7 @@ struct mgr_chain {
 	uint64_t rx_pkts;                     /* rx role: entered the chain */
 	uint64_t tx_pkts __rte_cache_aligned; /* tx role: left it at its egress */
 	uint64_t visits_mismatch; /* left with nf_visits != hops: a hop skipped or doubled */
+	struct lat_hist lat;      /* tx role: rx-to-tx time of packets leaving the chain */
 };
 
 struct mgr {
@@ -137,6 +139,8 @@ struct mgr {
 
 	volatile bool stop;
 	uint64_t last_pkt_tsc;
+	uint64_t tx_now_tsc;        /* tx role: the time of the burst being carried out */
+	_Atomic bool lat_reset;     /* telemetry asks; the tx role clears the histograms */
 	_Atomic uint64_t rx_rounds; /* quiescence for reclaim when rx runs elsewhere */
 	bool rx_elsewhere;
 	const char *nf_path;

@@ -162,6 +162,23 @@ mgr_stats_visit_nfs(const struct mgr *mgr, struct stats_sink *s, uint32_t first,
 		visit_nf(mgr, &mgr->nfs[i], s);
 }
 
+static uint64_t
+tsc_to_ns(uint64_t tsc)
+{
+	return (uint64_t)((double)tsc * 1e9 / (double)rte_get_tsc_hz());
+}
+
+/* rx-to-tx latency of the packets that left the chain: upper bucket edges. */
+static void
+visit_latency(const struct lat_hist *h, struct stats_sink *s)
+{
+	s->u64(s, "lat_count", h->count);
+	s->u64(s, "lat_mean_ns", h->count ? tsc_to_ns(h->sum_tsc / h->count) : 0);
+	s->u64(s, "lat_p50_ns", tsc_to_ns(lat_quantile_tsc(h, 0.50)));
+	s->u64(s, "lat_p99_ns", tsc_to_ns(lat_quantile_tsc(h, 0.99)));
+	s->u64(s, "lat_p999_ns", tsc_to_ns(lat_quantile_tsc(h, 0.999)));
+}
+
 void
 mgr_stats_visit_chains(const struct mgr *mgr, struct stats_sink *s)
 {
@@ -184,6 +201,7 @@ mgr_stats_visit_chains(const struct mgr *mgr, struct stats_sink *s)
 		s->u64(s, "rx_pkts", mgr->chains[c].rx_pkts);
 		s->u64(s, "tx_pkts", mgr->chains[c].tx_pkts);
 		s->u64(s, "visits_mismatch", mgr->chains[c].visits_mismatch);
+		visit_latency(&mgr->chains[c].lat, s);
 		s->end(s);
 	}
 }

@@ -7,6 +7,7 @@
  *   /squall/nfs[,FIRST]   per-NF state and counters, NFS_PAGE at a time
  *   /squall/chains        per-chain counters
  *   /squall/drop_causes   each drop key with its user-facing description
+ *   /squall/latency_reset clear every chain's latency histogram
  */
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +140,18 @@ cmd_chains(const char *cmd, const char *params, struct rte_tel_data *d)
 }
 
 static int
+cmd_latency_reset(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	(void)cmd;
+	(void)params;
+	/* The tx role owns the histograms; it clears them at its next round. */
+	atomic_store(&tel_mgr->lat_reset, true);
+	rte_tel_data_start_dict(d);
+	rte_tel_data_add_dict_string(d, "status", "reset requested");
+	return 0;
+}
+
+static int
 cmd_drop_causes(const char *cmd, const char *params, struct rte_tel_data *d)
 {
 	(void)cmd;
@@ -163,7 +176,9 @@ mgr_telemetry_init(struct mgr *mgr)
 	    rte_telemetry_register_cmd("/squall/chains", cmd_chains,
 				       "Per-chain counters. No parameters") < 0 ||
 	    rte_telemetry_register_cmd("/squall/drop_causes", cmd_drop_causes,
-				       "What each drop counter means. No parameters") < 0)
+				       "What each drop counter means. No parameters") < 0 ||
+	    rte_telemetry_register_cmd("/squall/latency_reset", cmd_latency_reset,
+				       "Clear the per-chain latency histograms. No parameters") < 0)
 		return -EEXIST;
 	return 0;
 }

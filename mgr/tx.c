@@ -2,11 +2,23 @@
  * tx role: take packets back from every NF's tx ring and carry out their
  * verdicts: the chain's next NF, a port, another service, or a counted drop.
  */
+#include <string.h>
+
+#include <rte_cycles.h>
 #include <rte_mbuf.h>
 #include <rte_prefetch.h>
 #include <rte_ring.h>
 
 #include "mgr.h"
+
+static inline void
+leave_chain(struct mgr *mgr, const struct sq_pkt_meta *meta)
+{
+	struct mgr_chain *chain = &mgr->chains[meta->chain];
+
+	chain->tx_pkts++;
+	lat_add(&chain->lat, mgr->tx_now_tsc - meta->rx_tsc);
+}
 
 /* NEXT at the last hop leaves the chain by the rule's egress port. */
 static void
@@ -23,7 +35,7 @@ verdict_next(struct mgr *mgr, struct role_ctx *role, struct rte_mbuf *pkt, struc
 	 * packet skipped or repeated an NF. Tests assert this stays 0. */
 	if (unlikely(meta->nf_visits != chain->n_hops))
 		mgr->chains[meta->chain].visits_mismatch++;
-	mgr->chains[meta->chain].tx_pkts++;
+	leave_chain(mgr, meta);
 	mgr_steer_to_port(mgr, role, meta->out_port, pkt);
 }
 
@@ -40,7 +52,7 @@ carry_out(struct mgr *mgr, struct role_ctx *role, struct rte_mbuf *pkt)
 	case SQ_VERDICT_OUT:
 		if (unlikely(arg >= mgr->n_ports))
 			break;
-		mgr->chains[meta->chain].tx_pkts++;
+		leave_chain(mgr, meta);
 		mgr_steer_to_port(mgr, role, arg, pkt);
 		return;
 	case SQ_VERDICT_TO:
@@ -64,6 +76,9 @@ mgr_tx_drain_nf(struct mgr *mgr, struct mgr_nf *nf)
 	unsigned int n;
 
 	n = rte_ring_sc_dequeue_burst(nf->tx, (void **)pkts, SQ_NF_BURST_MAX, NULL);
+	if (n == 0)
+		return 0;
+	mgr->tx_now_tsc = rte_rdtsc();
 	/* The NF just wrote each verdict on its core: fetch all the lines at once
 	 * rather than miss on them one by one (the miss was 65% of tx's time). */
 	for (unsigned int i = 0; i < n; i++)
@@ -73,11 +88,21 @@ mgr_tx_drain_nf(struct mgr *mgr, struct mgr_nf *nf)
 	return n;
 }
 
+static void
+reset_latency(struct mgr *mgr)
+{
+	for (uint16_t c = 0; c < mgr->cfg->n_chains; c++)
+		memset(&mgr->chains[c].lat, 0, sizeof(mgr->chains[c].lat));
+	atomic_store(&mgr->lat_reset, false);
+}
+
 unsigned int
 mgr_tx_poll(struct mgr *mgr)
 {
 	unsigned int moved = 0;
 
+	if (unlikely(atomic_load_explicit(&mgr->lat_reset, memory_order_relaxed)))
+		reset_latency(mgr);
 	for (uint32_t i = 0; i < mgr->n_nfs; i++)
 		moved += mgr_tx_drain_nf(mgr, &mgr->nfs[i]);
 	mgr_steer_flush(mgr, &mgr->tx);

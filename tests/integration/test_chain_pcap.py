@@ -69,6 +69,9 @@ def test_chain_of_three_sig_nfs(mgr: Manager, tmp_path: Path, mode: str) -> None
     assert chain["hops"] == ",".join(HOPS), chain
     assert chain["rx_pkts"] == chain["tx_pkts"] == N_PKTS, chain
     assert chain["visits_mismatch"] == 0, chain
+    # Every packet that left the chain has its rx-to-tx time in the histogram.
+    assert chain["lat_count"] == N_PKTS, chain
+    assert 0 < chain["lat_p50_ns"] <= chain["lat_p99_ns"] <= chain["lat_p999_ns"], chain
 
     ports = ex["ports"]
     assert ports["in"]["rx_pkts"] == N_PKTS, ports
