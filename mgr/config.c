@@ -835,9 +835,65 @@ parse_rules(struct ctx *c, const yaml_node_t *node)
 	return ret;
 }
 
-enum { TOP_MANAGER, TOP_PORTS, TOP_SERVICES, TOP_CHAINS, TOP_RULES, TOP_N_KEYS };
+static int
+get_sizes(struct ctx *c, const yaml_node_t *node, const char *base, struct sq_cfg_gen *gen)
+{
+	char field[64];
+	unsigned int i, n = 0;
+	int ret;
+
+	gen->sizes[0] = 64;
+	gen->n_sizes = 1;
+	if (node == NULL)
+		return 0;
+	ret = get_seq(c, node, base, "sizes", 1, SQ_MAX_GEN_SIZES, &n);
+	for (i = 0; ret == 0 && i < n; i++) {
+		snprintf(field, sizeof(field), "sizes[%u]", i);
+		ret = get_u16(c, seq_item(c, node, i), base, field, 64, 1518, &gen->sizes[i]);
+		gen->n_sizes = (uint16_t)(i + 1);
+	}
+	return ret;
+}
+
+enum { GEN_PORT, GEN_RATE, GEN_SIZES, GEN_FLOWS, GEN_DST_MAC, GEN_N_KEYS };
+static const char *const gen_keys[GEN_N_KEYS] = {
+	"port", "rate_pps", "sizes", "flows", "dst_mac",
+};
+
+static int
+parse_generator(struct ctx *c, const yaml_node_t *node)
+{
+	struct sq_cfg_gen *gen = &c->cfg->gen;
+	const char *b = "generator";
+	yaml_node_t *v[GEN_N_KEYS];
+	uint32_t rate = 1000000;
+	int port = -1;
+	int ret;
+
+	if (node == NULL)
+		return 0;
+	gen->line = node_line(node);
+	gen->flows = 1024;
+	ret = map_get(c, node, b, gen_keys, GEN_N_KEYS, REQ(GEN_PORT), v);
+	if (ret == 0)
+		ret = get_ref(c, v[GEN_PORT], b, "port", "port", sq_config_port_index, &port);
+	if (ret == 0)
+		ret = get_u32(c, v[GEN_RATE], b, "rate_pps", 0, 1000000000, &rate);
+	if (ret == 0)
+		ret = get_sizes(c, v[GEN_SIZES], b, gen);
+	if (ret == 0)
+		ret = get_u32(c, v[GEN_FLOWS], b, "flows", 1, 65536, &gen->flows);
+	if (ret == 0)
+		ret = get_mac(c, v[GEN_DST_MAC], b, "dst_mac", &gen->dst_mac, &gen->has_dst_mac);
+	gen->port = (uint16_t)port;
+	gen->rate_pps = rate;
+	gen->enabled = ret == 0;
+	return ret;
+}
+
+enum { TOP_MANAGER, TOP_PORTS, TOP_SERVICES, TOP_CHAINS, TOP_RULES, TOP_GENERATOR, TOP_N_KEYS };
 static const char *const top_keys[TOP_N_KEYS] = {
-	"manager", "ports", "services", "chains", "rules",
+	"manager", "ports", "services", "chains", "rules", "generator",
 };
 
 /* Sections in dependency order: chains name services, rules name ports and chains. */
@@ -861,6 +917,8 @@ parse_root(struct ctx *c, const yaml_node_t *root)
 		ret = parse_chains(c, v[TOP_CHAINS]);
 	if (ret == 0)
 		ret = parse_rules(c, v[TOP_RULES]);
+	if (ret == 0)
+		ret = parse_generator(c, v[TOP_GENERATOR]);
 	return ret;
 }
 

@@ -62,6 +62,24 @@ struct sq_cfg_rule {
 	int line;
 };
 
+#define SQ_MAX_GEN_SIZES 64
+
+/* The manager's own traffic generator (benchmarks): packets enter as if
+ * received on a port. */
+struct sq_cfg_gen {
+	bool enabled;
+	uint16_t port;     /* index into ports[] */
+	uint64_t rate_pps; /* initial rate; 0 = paused */
+	/* frame sizes as RFC 2544 counts them, FCS included (64..1518): the
+	 * buffers are 4 bytes shorter, since no port here adds an FCS */
+	uint16_t sizes[SQ_MAX_GEN_SIZES];
+	uint16_t n_sizes;
+	uint32_t flows; /* distinct UDP 5-tuples, cycled */
+	bool has_dst_mac;
+	struct rte_ether_addr dst_mac;
+	int line;
+};
+
 struct sq_config {
 	char path[SQ_CFG_PATH_LEN];
 	/* manager: */
@@ -81,6 +99,7 @@ struct sq_config {
 	uint16_t n_chains;
 	struct sq_cfg_rule rules[SQ_MAX_RULES];
 	uint16_t n_rules;
+	struct sq_cfg_gen gen;
 };
 
 /**

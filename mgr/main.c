@@ -255,6 +255,9 @@ start(struct mgr *mgr, const struct options *o, char *err, size_t err_len)
 	if (ret < 0)
 		return ret;
 	mgr->mbufs_port_reserved = mgr_mbufs_in_use(mgr);
+	ret = mgr_gen_init(mgr);
+	if (ret < 0)
+		return ret;
 	if (mgr->mbufs_port_reserved != 0)
 		MGR_LOG(INFO, "ports hold %u mbufs for their rx rings\n", mgr->mbufs_port_reserved);
 	ret = mgr_nfs_spawn_all(mgr);
@@ -295,6 +298,7 @@ shutdown_mgr(struct mgr *mgr, const struct options *o, bool rx_elsewhere)
 		}
 	}
 	mgr_nfs_free(mgr);
+	mgr_gen_free(mgr);
 	mgr_role_free(&mgr->rx);
 	mgr_role_free(&mgr->tx);
 	mgr_region_destroy(mgr);

@@ -136,6 +136,7 @@ struct mgr {
 
 	struct role_ctx rx;
 	struct role_ctx tx;
+	struct gen *gen; /* NULL without a generator in the config */
 
 	volatile bool stop;
 	uint64_t last_pkt_tsc;
@@ -162,6 +163,19 @@ void mgr_ports_close(struct mgr *mgr);
 
 /* rx.c */
 unsigned int mgr_rx_poll(struct mgr *mgr);
+/* Packets that arrived on a port (from its queue or the generator). */
+void mgr_rx_inject(struct mgr *mgr, uint16_t port_idx, struct rte_mbuf **pkts, uint16_t n);
+
+/* gen.c: the generator, polled by the rx role */
+struct gen;
+int mgr_gen_init(struct mgr *mgr);
+void mgr_gen_free(struct mgr *mgr);
+unsigned int mgr_gen_poll(struct mgr *mgr);
+void mgr_gen_set_rate(struct mgr *mgr, uint64_t rate_pps);
+struct gen_stats {
+	uint64_t rate_pps, sent_pkts, sent_bytes, alloc_fail, lag_pkts;
+};
+void mgr_gen_stats(const struct mgr *mgr, struct gen_stats *st);
 
 /* tx.c */
 unsigned int mgr_tx_poll(struct mgr *mgr);

@@ -147,18 +147,12 @@ rx_one(struct mgr *mgr, uint16_t port_idx, struct rte_mbuf *pkt, uint64_t now_ts
 	mgr_steer_to_service(mgr, role, mgr->cfg->chains[rule->chain].services[0], pkt);
 }
 
-static unsigned int
-rx_port(struct mgr *mgr, uint16_t port_idx)
+void
+mgr_rx_inject(struct mgr *mgr, uint16_t port_idx, struct rte_mbuf **pkts, uint16_t n)
 {
-	struct rte_mbuf *pkts[256];
 	struct mgr_port *port = &mgr->ports[port_idx];
-	uint64_t now_tsc, bytes = 0;
-	uint16_t n;
+	uint64_t now_tsc = rte_rdtsc(), bytes = 0;
 
-	n = rte_eth_rx_burst(port->port_id, 0, pkts, (uint16_t)mgr->cfg->rx_burst);
-	if (n == 0)
-		return 0;
-	now_tsc = rte_rdtsc();
 	for (uint16_t i = 0; i < n && i < PREFETCH_AHEAD; i++) {
 		rte_prefetch0(rte_pktmbuf_mtod(pkts[i], void *));
 		rte_prefetch0(sq_pkt_meta(pkts[i]));
@@ -175,6 +169,17 @@ rx_port(struct mgr *mgr, uint16_t port_idx)
 	port->rx_bytes += bytes;
 	mgr->rx.stats.rx_pkts += n;
 	mgr->last_pkt_tsc = now_tsc;
+}
+
+static unsigned int
+rx_port(struct mgr *mgr, uint16_t port_idx)
+{
+	struct rte_mbuf *pkts[256];
+	uint16_t n;
+
+	n = rte_eth_rx_burst(mgr->ports[port_idx].port_id, 0, pkts, (uint16_t)mgr->cfg->rx_burst);
+	if (n > 0)
+		mgr_rx_inject(mgr, port_idx, pkts, n);
 	return n;
 }
 
@@ -183,6 +188,8 @@ mgr_rx_poll(struct mgr *mgr)
 {
 	unsigned int moved = 0;
 
+	if (mgr->gen != NULL)
+		moved += mgr_gen_poll(mgr);
 	for (uint16_t p = 0; p < mgr->n_ports; p++)
 		moved += rx_port(mgr, p);
 	mgr_steer_flush(mgr, &mgr->rx);

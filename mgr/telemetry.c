@@ -8,7 +8,10 @@
  *   /squall/chains        per-chain counters
  *   /squall/drop_causes   each drop key with its user-facing description
  *   /squall/latency_reset clear every chain's latency histogram
+ *   /squall/gen           the generator's rate and counters
+ *   /squall/gen_rate,PPS  set the generator's rate (0 pauses, max unpaced)
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -152,6 +155,49 @@ cmd_latency_reset(const char *cmd, const char *params, struct rte_tel_data *d)
 }
 
 static int
+cmd_gen(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	struct gen_stats st;
+
+	(void)cmd;
+	(void)params;
+	if (tel_mgr->gen == NULL)
+		return -ENOENT;
+	mgr_gen_stats(tel_mgr, &st);
+	rte_tel_data_start_dict(d);
+	rte_tel_data_add_dict_u64(d, "rate_pps", st.rate_pps);
+	rte_tel_data_add_dict_u64(d, "sent_pkts", st.sent_pkts);
+	rte_tel_data_add_dict_u64(d, "sent_bytes", st.sent_bytes);
+	rte_tel_data_add_dict_u64(d, "alloc_fail", st.alloc_fail);
+	rte_tel_data_add_dict_u64(d, "lag_pkts", st.lag_pkts);
+	return 0;
+}
+
+/* "/squall/gen_rate,PPS": PPS packets per second, 0 pauses, "max" unpaced. */
+static int
+cmd_gen_rate(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	uint64_t rate;
+	char *end;
+
+	(void)cmd;
+	if (tel_mgr->gen == NULL || params == NULL || *params == '\0')
+		return -EINVAL;
+	if (strcmp(params, "max") == 0) {
+		rate = UINT64_MAX;
+	} else {
+		errno = 0;
+		rate = strtoull(params, &end, 10);
+		if (errno != 0 || *end != '\0' || rate > 1000000000ull)
+			return -EINVAL;
+	}
+	mgr_gen_set_rate(tel_mgr, rate);
+	rte_tel_data_start_dict(d);
+	rte_tel_data_add_dict_u64(d, "rate_pps", rate);
+	return 0;
+}
+
+static int
 cmd_drop_causes(const char *cmd, const char *params, struct rte_tel_data *d)
 {
 	(void)cmd;
@@ -177,6 +223,10 @@ mgr_telemetry_init(struct mgr *mgr)
 				       "Per-chain counters. No parameters") < 0 ||
 	    rte_telemetry_register_cmd("/squall/drop_causes", cmd_drop_causes,
 				       "What each drop counter means. No parameters") < 0 ||
+	    rte_telemetry_register_cmd("/squall/gen", cmd_gen,
+				       "Generator rate and counters. No parameters") < 0 ||
+	    rte_telemetry_register_cmd("/squall/gen_rate", cmd_gen_rate,
+				       "Set the generator rate. Parameter: pps, 0 or max") < 0 ||
 	    rte_telemetry_register_cmd("/squall/latency_reset", cmd_latency_reset,
 				       "Clear the per-chain latency histograms. No parameters") < 0)
 		return -EEXIST;

@@ -1,0 +1,181 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * The manager's traffic generator, for benchmarks on a machine with no NIC
+ * and no spare core: UDP packets of a configured size mix over N flows, paced
+ * by the TSC, entering the rx path as if received on a port. Its rate changes
+ * at run time (/squall/gen_rate) so a rate search needs no restart. It runs
+ * on the rx role's lcore and costs that lcore its cycles: benchmarks say so.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rte_byteorder.h>
+#include <rte_cycles.h>
+#include <rte_ether.h>
+#include <rte_ip.h>
+#include <rte_mbuf.h>
+#include <rte_udp.h>
+
+#include "mgr.h"
+
+#define GEN_BURST    32
+#define GEN_RATE_MAX UINT64_MAX
+
+struct gen {
+	const struct sq_cfg_gen *cfg;
+	_Atomic uint64_t rate_req; /* telemetry writes */
+	uint64_t rate_pps;         /* what the pacing uses */
+	uint64_t epoch_tsc;        /* pacing restarts here at every rate change */
+	uint64_t epoch_sent;
+	uint32_t next_size;
+	uint32_t next_flow;
+	struct rte_ether_addr dst, src;
+	/* written by the rx lcore, read by telemetry */
+	uint64_t sent_pkts;
+	uint64_t sent_bytes;
+	uint64_t alloc_fail;
+	uint64_t lag_pkts; /* due by the rate but not sent yet */
+};
+
+int
+mgr_gen_init(struct mgr *mgr)
+{
+	const struct sq_cfg_gen *cfg = &mgr->cfg->gen;
+	struct gen *g;
+
+	if (!cfg->enabled)
+		return 0;
+	g = calloc(1, sizeof(*g));
+	if (g == NULL)
+		return -ENOMEM;
+	g->cfg = cfg;
+	g->rate_pps = cfg->rate_pps;
+	atomic_store(&g->rate_req, cfg->rate_pps);
+	g->epoch_tsc = rte_rdtsc();
+	if (cfg->has_dst_mac)
+		g->dst = cfg->dst_mac;
+	else
+		g->dst = (struct rte_ether_addr){{0x02, 0, 0, 0, 0, 0x01}};
+	g->src = (struct rte_ether_addr){{0x02, 0, 0, 0, 0, 0xfe}};
+	mgr->gen = g;
+	MGR_LOG(NOTICE, "generator on port %s: %" PRIu64 " pps, %u sizes, %u flows\n",
+		mgr->cfg->ports[cfg->port].name, cfg->rate_pps, cfg->n_sizes, cfg->flows);
+	return 0;
+}
+
+void
+mgr_gen_free(struct mgr *mgr)
+{
+	free(mgr->gen);
+	mgr->gen = NULL;
+}
+
+void
+mgr_gen_set_rate(struct mgr *mgr, uint64_t rate_pps)
+{
+	if (mgr->gen != NULL)
+		atomic_store(&mgr->gen->rate_req, rate_pps);
+}
+
+void
+mgr_gen_stats(const struct mgr *mgr, struct gen_stats *st)
+{
+	const struct gen *g = mgr->gen;
+
+	memset(st, 0, sizeof(*st));
+	if (g == NULL)
+		return;
+	st->rate_pps = atomic_load(&((struct gen *)(uintptr_t)g)->rate_req);
+	st->sent_pkts = g->sent_pkts;
+	st->sent_bytes = g->sent_bytes;
+	st->alloc_fail = g->alloc_fail;
+	st->lag_pkts = g->lag_pkts;
+}
+
+/* Ethernet / IPv4 / UDP, flow i: source 10.1.x.y and port 1024 + i % 60000,
+ * so each flow is its own 5-tuple. The payload is left as the buffer was. */
+static void
+fill_pkt(struct gen *g, struct rte_mbuf *m, uint16_t size, uint32_t flow)
+{
+	struct rte_ether_hdr *eth = rte_pktmbuf_mtod(m, struct rte_ether_hdr *);
+	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(eth + 1);
+	struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(ip + 1);
+	uint16_t ip_len = (uint16_t)(size - sizeof(*eth));
+
+	eth->dst_addr = g->dst;
+	eth->src_addr = g->src;
+	eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
+	*ip = (struct rte_ipv4_hdr){
+		.version_ihl = RTE_IPV4_VHL_DEF,
+		.total_length = rte_cpu_to_be_16(ip_len),
+		.time_to_live = 64,
+		.next_proto_id = IPPROTO_UDP,
+		.src_addr = rte_cpu_to_be_32(RTE_IPV4(10, 1, (flow >> 8) & 0xff, flow & 0xff)),
+		.dst_addr = rte_cpu_to_be_32(RTE_IPV4(10, 2, 0, 1)),
+	};
+	ip->hdr_checksum = rte_ipv4_cksum(ip);
+	*udp = (struct rte_udp_hdr){
+		.src_port = rte_cpu_to_be_16((uint16_t)(1024 + flow % 60000)),
+		.dst_port = rte_cpu_to_be_16(9),
+		.dgram_len = rte_cpu_to_be_16((uint16_t)(ip_len - sizeof(*ip))),
+	};
+	m->data_len = size;
+	m->pkt_len = size;
+}
+
+/* How many packets the pacing allows now: rate x time since the epoch, less
+ * what was sent since; at most one burst, so a late poll does not flood. */
+static unsigned int
+pkts_due(struct gen *g, uint64_t now_tsc)
+{
+	uint64_t want = atomic_load_explicit(&g->rate_req, memory_order_relaxed);
+	uint64_t due;
+
+	if (want != g->rate_pps) {
+		g->rate_pps = want;
+		g->epoch_tsc = now_tsc;
+		g->epoch_sent = g->sent_pkts;
+	}
+	if (g->rate_pps == 0)
+		return 0;
+	if (g->rate_pps == GEN_RATE_MAX)
+		return GEN_BURST;
+	due = (uint64_t)((double)(now_tsc - g->epoch_tsc) * (double)g->rate_pps /
+			 (double)rte_get_tsc_hz());
+	due -= RTE_MIN(due, g->sent_pkts - g->epoch_sent);
+	/* More than a burst due: the lcore cannot keep the rate. Say how far
+	 * behind, so a rate search sees an offered load it did not get. */
+	g->lag_pkts = due > GEN_BURST ? due - GEN_BURST : 0;
+	return (unsigned int)RTE_MIN(due, (uint64_t)GEN_BURST);
+}
+
+unsigned int
+mgr_gen_poll(struct mgr *mgr)
+{
+	struct gen *g = mgr->gen;
+	struct rte_mbuf *pkts[GEN_BURST];
+	unsigned int n = pkts_due(g, rte_rdtsc());
+	uint64_t bytes = 0;
+
+	if (n == 0)
+		return 0;
+	if (rte_pktmbuf_alloc_bulk(mgr->pool, pkts, n) != 0) {
+		g->alloc_fail++;
+		return 0;
+	}
+	for (unsigned int i = 0; i < n; i++) {
+		/* RFC 2544 sizes count the FCS, which no port here appends. */
+		uint16_t size = (uint16_t)(g->cfg->sizes[g->next_size] - RTE_ETHER_CRC_LEN);
+
+		fill_pkt(g, pkts[i], size, g->next_flow);
+		bytes += size;
+		if (++g->next_size == g->cfg->n_sizes)
+			g->next_size = 0;
+		if (++g->next_flow == g->cfg->flows)
+			g->next_flow = 0;
+	}
+	g->sent_pkts += n;
+	g->sent_bytes += bytes;
+	mgr_rx_inject(mgr, g->cfg->port, pkts, (uint16_t)n);
+	return n;
+}
