@@ -332,7 +332,10 @@ spin_for_pkts(struct sq_nf *nf)
 	return false;
 }
 
-/* Sleep until the manager wakes us (DESIGN §5): one FUTEX_WAKE per sleep. */
+/* Sleep until the manager wakes us (DESIGN §5). Every ASLEEP we publish ends
+ * in exactly one of: our own CAS back to AWAKE (a cancel, counted), or the
+ * manager's CAS to WAKING followed by its one FUTEX_WAKE. So sleeps == wakes
+ * + cancels (+ 1 while asleep), which the tests check. */
 static void
 nf_sleep(struct sq_nf *nf)
 {
@@ -343,14 +346,15 @@ nf_sleep(struct sq_nf *nf)
 	 * the check and the store would otherwise wait with nobody to wake us. The
 	 * manager does the mirror image: enqueue, full fence, read state. */
 	atomic_store_explicit(&nf->ctl->state, SQ_NF_ASLEEP, memory_order_seq_cst);
+	nf->ctl->sleeps++;
 	if (rte_ring_count(nf->rx) > 0 || nf_should_stop(nf)) {
 		/* If the CAS fails the manager already chose to wake us; its one
-		 * FUTEX_WAKE will find no waiter, which is harmless. */
-		atomic_compare_exchange_strong(&nf->ctl->state, &expected, SQ_NF_AWAKE);
+		 * FUTEX_WAKE finds no waiter, which is harmless. */
+		if (atomic_compare_exchange_strong(&nf->ctl->state, &expected, SQ_NF_AWAKE))
+			nf->ctl->sleep_cancels++;
 		atomic_store(&nf->ctl->state, SQ_NF_AWAKE);
 		return;
 	}
-	nf->ctl->sleeps++;
 	while (atomic_load(&nf->ctl->state) == SQ_NF_ASLEEP) {
 		if (futex_wait(&nf->ctl->state, SQ_NF_ASLEEP, &timeout) < 0 && errno == ETIMEDOUT &&
 		    mgr_is_gone(nf))

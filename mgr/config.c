@@ -336,6 +336,27 @@ get_mode(struct ctx *c, const yaml_node_t *node, const char *base, const char *k
 	return 0;
 }
 
+static int
+get_policy(struct ctx *c, const yaml_node_t *node, const char *base, const char *key,
+	   uint32_t *policy)
+{
+	static const char *const names[] = {
+		[SQ_WAKE_MIN] = "min", [SQ_WAKE_FIXED] = "fixed", [SQ_WAKE_ADAPTIVE] = "adaptive"};
+	const char *s;
+
+	if (node == NULL)
+		return 0;
+	s = scalar_text(node);
+	for (uint32_t i = 0; s != NULL && i < RTE_DIM(names); i++) {
+		if (strcmp(s, names[i]) == 0) {
+			*policy = i;
+			return 0;
+		}
+	}
+	return fail(c, node, base, key, "expected \"min\", \"fixed\" or \"adaptive\", got %s",
+		    describe(c, node));
+}
+
 typedef int (*index_fn)(const struct sq_config *cfg, const char *name);
 
 /* A reference by name to a port/service/chain defined earlier in the file. */
@@ -542,10 +563,12 @@ enum {
 	MGR_STATS_MS,
 	MGR_NF_CORE,
 	MGR_RX_BURST,
+	MGR_CHAIN_PRIO,
 	MGR_N_KEYS
 };
 static const char *const mgr_keys[MGR_N_KEYS] = {
-	"name", "region_mb", "mbufs", "mbuf_data_room", "stats_interval_ms", "nf_core", "rx_burst",
+	"name",    "region_mb", "mbufs",          "mbuf_data_room", "stats_interval_ms",
+	"nf_core", "rx_burst",  "chain_priority",
 };
 
 static int
@@ -575,6 +598,9 @@ parse_manager(struct ctx *c, const yaml_node_t *node)
 		ret = get_i32(c, v[MGR_NF_CORE], b, "nf_core", -1, 1023, &cfg->nf_core);
 	if (ret == 0)
 		ret = get_u32(c, v[MGR_RX_BURST], b, "rx_burst", 1, 256, &cfg->rx_burst);
+	if (ret == 0)
+		ret = get_u32(c, v[MGR_CHAIN_PRIO], b, "chain_priority", 0, 90,
+			      &cfg->chain_priority);
 	return ret;
 }
 
@@ -647,6 +673,49 @@ parse_ports(struct ctx *c, const yaml_node_t *node)
 	return ret;
 }
 
+enum { WAKE_POLICY, WAKE_THRESH, WAKE_TIMEOUT, WAKE_MIN, WAKE_MAX, WAKE_T_LAT, WAKE_N_KEYS };
+static const char *const wake_keys[WAKE_N_KEYS] = {
+	"policy", "thresh_pkts", "timeout_us", "min_pkts", "max_pkts", "t_lat_pkts",
+};
+
+static int
+parse_wake(struct ctx *c, const yaml_node_t *node, const char *base, struct sq_cfg_wake *w)
+{
+	yaml_node_t *v[WAKE_N_KEYS];
+	uint32_t timeout_us = 100;
+	char b[48];
+	int ret;
+
+	*w = (struct sq_cfg_wake){.policy = SQ_WAKE_MIN,
+				  .thresh_pkts = 32,
+				  .min_pkts = 1,
+				  .max_pkts = 64,
+				  .t_lat_pkts = 36};
+	if (node == NULL) {
+		w->timeout_ns = (uint64_t)timeout_us * 1000;
+		return 0;
+	}
+	snprintf(b, sizeof(b), "%s.wake", base);
+	ret = map_get(c, node, b, wake_keys, WAKE_N_KEYS, 0, v);
+	if (ret == 0)
+		ret = get_policy(c, v[WAKE_POLICY], b, "policy", &w->policy);
+	if (ret == 0)
+		ret = get_u32(c, v[WAKE_THRESH], b, "thresh_pkts", 1, 65536, &w->thresh_pkts);
+	if (ret == 0)
+		ret = get_u32(c, v[WAKE_TIMEOUT], b, "timeout_us", 1, 10000000, &timeout_us);
+	if (ret == 0)
+		ret = get_u32(c, v[WAKE_MIN], b, "min_pkts", 1, 65536, &w->min_pkts);
+	if (ret == 0)
+		ret = get_u32(c, v[WAKE_MAX], b, "max_pkts", 1, 65536, &w->max_pkts);
+	if (ret == 0)
+		ret = get_u32(c, v[WAKE_T_LAT], b, "t_lat_pkts", 0, 1000000, &w->t_lat_pkts);
+	if (ret == 0 && w->min_pkts > w->max_pkts)
+		return fail(c, v[WAKE_MIN] ? v[WAKE_MIN] : node, b, "min_pkts",
+			    "%u is above max_pkts %u", w->min_pkts, w->max_pkts);
+	w->timeout_ns = (uint64_t)timeout_us * 1000;
+	return ret;
+}
+
 enum {
 	SVC_NAME,
 	SVC_EXEC,
@@ -657,12 +726,15 @@ enum {
 	SVC_BURST_MAX,
 	SVC_BUDGET,
 	SVC_SPIN_US,
+	SVC_WAKE,
+	SVC_PRIORITY,
+	SVC_NICE,
 	SVC_N_KEYS
 };
 static const char *const svc_keys[SVC_N_KEYS] = {
 	"name",      "exec",       "args",      "mode",
 	"instances", "ring_slots", "burst_max", "batch_budget_pkts",
-	"spin_us",
+	"spin_us",   "wake",       "priority",  "nice",
 };
 
 static int
@@ -693,7 +765,7 @@ parse_service(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_c
 	if (ret == 0)
 		ret = get_mode(c, v[SVC_MODE], b, "mode", &svc->mode);
 	if (ret == 0)
-		ret = get_u32(c, v[SVC_INSTANCES], b, "instances", 1, 4096, &svc->instances);
+		ret = get_u32(c, v[SVC_INSTANCES], b, "instances", 1, 16384, &svc->instances);
 	if (ret == 0)
 		ret = get_pow2_u32(c, v[SVC_RING_SLOTS], b, "ring_slots", 64, 65536,
 				   &svc->ring_slots);
@@ -705,6 +777,12 @@ parse_service(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_c
 			      &svc->batch_budget_pkts);
 	if (ret == 0)
 		ret = get_u32(c, v[SVC_SPIN_US], b, "spin_us", 0, 1000000, &spin_us);
+	if (ret == 0)
+		ret = parse_wake(c, v[SVC_WAKE], b, &svc->wake);
+	if (ret == 0)
+		ret = get_u32(c, v[SVC_PRIORITY], b, "priority", 0, 99, &svc->priority);
+	if (ret == 0)
+		ret = get_i32(c, v[SVC_NICE], b, "nice", -20, 19, &svc->nice);
 	svc->spin_ns = (uint64_t)spin_us * 1000;
 	return ret;
 }

@@ -32,6 +32,22 @@ struct sq_cfg_port {
 	int line;         /* for errors found later (DPDK rejects devargs) */
 };
 
+/* When the manager wakes a sleeping NF (DESIGN §5, seed 000 §5.1). */
+enum sq_wake_policy {
+	SQ_WAKE_MIN = 0,      /* at the first waiting packet */
+	SQ_WAKE_FIXED = 1,    /* at thresh_pkts waiting, or the oldest waited timeout */
+	SQ_WAKE_ADAPTIVE = 2, /* 1 packet until t_lat_pkts seen; then AIMD on the threshold */
+};
+
+struct sq_cfg_wake {
+	uint32_t policy;      /* enum sq_wake_policy; default min */
+	uint32_t thresh_pkts; /* fixed: default 32; adaptive: the start value */
+	uint64_t timeout_ns;  /* default 100 us */
+	uint32_t min_pkts;    /* adaptive bounds, default 1 and 64 */
+	uint32_t max_pkts;
+	uint32_t t_lat_pkts; /* adaptive: below this many packets, wake at 1; default 36 */
+};
+
 struct sq_cfg_service {
 	char name[SQ_CFG_NAME_LEN];
 	char exec[SQ_CFG_PATH_LEN];     /* resolved absolute path of the NF binary */
@@ -43,6 +59,9 @@ struct sq_cfg_service {
 	uint32_t burst_max;         /* default 32 */
 	uint32_t batch_budget_pkts; /* default 256 */
 	uint64_t spin_ns;           /* default 20000 */
+	struct sq_cfg_wake wake;
+	uint32_t priority; /* SCHED_RR priority 1..99; 0 = the normal scheduler */
+	int32_t nice;      /* for the normal scheduler, -20..19 */
 	int line;
 };
 
@@ -90,6 +109,9 @@ struct sq_config {
 	uint32_t stats_interval_ms; /* default 1000; 0 = no periodic line */
 	int32_t nf_core;            /* CPU NFs are pinned to; -1: not pinned; default -1 */
 	uint32_t rx_burst;          /* default 32 */
+	/* chain-position-aware priorities (seed 000 Fig 8): hop i of a chain
+	 * runs at SCHED_RR chain_priority + i; 0 = off */
+	uint32_t chain_priority;
 
 	struct sq_cfg_port ports[SQ_MAX_PORTS];
 	uint16_t n_ports;

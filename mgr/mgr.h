@@ -59,6 +59,11 @@ struct role_stats {
  * of the role's round: one ring operation and one wake check per NF per round. */
 struct nf_stage {
 	uint16_t n;
+	bool urgent;               /* a FIN or RST is staged: wake at once */
+	_Atomic uint64_t enq_pkts; /* sent to this NF by this role, ever (tx role reads) */
+	uint64_t ring_full_pkts;   /* dropped by this role: the NF's rx ring was full */
+	uint64_t pending_since;    /* TSC the NF began to wait for a wake; 0 = not */
+	uint64_t pending_sleeps;   /* the NF's sleep count then: a new sleep restarts the clock */
 	struct rte_mbuf *pkts[SQ_NF_BURST_MAX];
 };
 
@@ -73,6 +78,8 @@ struct role_ctx {
 	struct nf_stage *stages; /* one per NF */
 	uint32_t *touched;       /* NF ids with a non-empty stage */
 	uint32_t n_touched;
+	uint32_t *pending; /* NF ids asleep with packets below their threshold */
+	uint32_t n_pending;
 	struct port_stage ports[SQ_MAX_PORTS];
 };
 
@@ -93,6 +100,19 @@ struct mgr_port {
 	uint64_t last_tx_pkts;
 };
 
+/* A sleeping NF's wake state (DESIGN §5): the manager decides, the NF sleeps.
+ * Written by the roles that enqueue and by telemetry (policy changes); a
+ * torn update only skews a heuristic. */
+struct nf_wake {
+	uint32_t policy; /* enum sq_wake_policy */
+	uint32_t thresh_pkts;
+	uint64_t timeout_tsc;
+	uint32_t min_pkts, max_pkts, t_lat_pkts;
+	uint64_t by_thresh;  /* wakes sent because the queue reached the threshold */
+	uint64_t by_timeout; /* ... because the oldest packet waited too long */
+	uint64_t by_urgent;  /* ... because a FIN or RST waited */
+};
+
 struct mgr_nf {
 	uint32_t id;
 	uint16_t service;
@@ -101,7 +121,12 @@ struct mgr_nf {
 	struct rte_ring *rx;   /* manager -> NF */
 	struct rte_ring *tx;   /* NF -> manager */
 	pid_t pid;
-	_Atomic bool live;  /* takes packets; cleared when the process dies */
+	_Atomic bool live;       /* takes packets; cleared when the process dies */
+	_Atomic bool active;     /* on the tx role's list: may have packets to return */
+	uint64_t deq_pkts;       /* tx role: taken back from the NF (or reclaimed) */
+	uint32_t sched_priority; /* SCHED_RR priority applied; 0 = normal scheduler */
+	int32_t nice;            /* nice applied under the normal scheduler */
+	struct nf_wake wake;
 	uint64_t start_tsc; /* spawn time, for start-to-ready */
 	uint64_t ready_tsc;
 };
@@ -136,6 +161,11 @@ struct mgr {
 
 	struct role_ctx rx;
 	struct role_ctx tx;
+	/* tx role: the NFs that hold packets, so a round costs O(busy NFs), not
+	 * O(all NFs); other roles hand newly busy NFs over through activations. */
+	uint32_t *active;
+	uint32_t n_active;
+	struct rte_ring *activations;
 	struct gen *gen; /* NULL without a generator in the config */
 
 	volatile bool stop;
@@ -180,19 +210,30 @@ void mgr_gen_stats(const struct mgr *mgr, struct gen_stats *st);
 /* tx.c */
 unsigned int mgr_tx_poll(struct mgr *mgr);
 unsigned int mgr_tx_drain_nf(struct mgr *mgr, struct mgr_nf *nf);
+int mgr_tx_init(struct mgr *mgr);
+void mgr_tx_free(struct mgr *mgr);
+/* Put @p nf on the tx role's list (from any role, after enqueuing to it). */
+void mgr_tx_activate(struct mgr *mgr, struct mgr_nf *nf);
+/* Packets given to @p nf and not yet back. */
+uint64_t mgr_nf_outstanding(const struct mgr *mgr, const struct mgr_nf *nf);
 
 /* steer.c: moving packets to NFs and ports, shared by rx and tx */
 int mgr_role_init(struct mgr *mgr, struct role_ctx *role);
 void mgr_role_free(struct role_ctx *role);
-void mgr_steer_to_service(struct mgr *mgr, struct role_ctx *role, uint16_t service,
-			  struct rte_mbuf *pkt);
+/* @return the NF chosen, or NULL if the packet was dropped (no live NF). */
+struct mgr_nf *mgr_steer_to_service(struct mgr *mgr, struct role_ctx *role, uint16_t service,
+				    struct rte_mbuf *pkt);
 void mgr_steer_to_port(struct mgr *mgr, struct role_ctx *role, uint16_t port, struct rte_mbuf *pkt);
 void mgr_steer_flush(struct mgr *mgr, struct role_ctx *role);
 void mgr_drop(struct role_stats *st, enum sq_drop cause, struct rte_mbuf *pkt);
 
 /* wakeup.c */
-void mgr_wakeup_check(struct mgr *mgr, const uint32_t *nf_ids, uint32_t n);
+void mgr_wakeup_init_nf(struct mgr_nf *nf, const struct sq_cfg_wake *cfg);
+int mgr_wakeup_set_policy(struct mgr *mgr, uint16_t service, const struct sq_cfg_wake *cfg);
+void mgr_wakeup_check(struct mgr *mgr, struct role_ctx *role);
+unsigned int mgr_wakeup_poll(struct mgr *mgr, struct role_ctx *role);
 void mgr_wakeup_force(struct mgr_nf *nf);
+const char *mgr_wake_policy_name(uint32_t policy);
 
 /* nfs.c */
 int mgr_nfs_init(struct mgr *mgr);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -72,6 +73,7 @@ init_nf(struct mgr *mgr, struct mgr_nf *nf, uint16_t service, uint16_t instance)
 	ctl->batch_budget_pkts = cs->batch_budget_pkts;
 	ctl->spin_ns = cs->spin_ns;
 	snprintf(ctl->service, sizeof(ctl->service), "%s", cs->name);
+	mgr_wakeup_init_nf(nf, &cs->wake);
 	atomic_store(&ctl->state, SQ_NF_FREE);
 	ctl->abi_version = SQ_ABI_VERSION;
 	return 0;
@@ -99,6 +101,51 @@ mgr_nfs_init(struct mgr *mgr)
 		}
 	}
 	return 0;
+}
+
+/* Hop index of a service: its latest position in any chain. */
+static uint32_t
+service_hop(const struct sq_config *cfg, uint16_t service)
+{
+	uint32_t hop = 0;
+
+	for (uint16_t c = 0; c < cfg->n_chains; c++)
+		for (uint16_t h = 0; h < cfg->chains[c].n_hops; h++)
+			if (cfg->chains[c].services[h] == service)
+				hop = RTE_MAX(hop, (uint32_t)h);
+	return hop;
+}
+
+/* SCHED_RR priority, or nice: the service's own, or with chain_priority set,
+ * base + hop, so later hops win the core and overload drops packets at the
+ * chain's entry, before work was spent on them (seed 000 Fig 8). Without the
+ * right to real-time scheduling, nice stands in, with a warning. */
+static void
+apply_priority(struct mgr *mgr, struct mgr_nf *nf)
+{
+	const struct sq_cfg_service *cs = &mgr->cfg->services[nf->service];
+	uint32_t prio = cs->priority;
+	int32_t nice = cs->nice;
+
+	if (mgr->cfg->chain_priority > 0)
+		prio = mgr->cfg->chain_priority + service_hop(mgr->cfg, nf->service);
+	if (prio > 0) {
+		struct sched_param sp = {.sched_priority = (int)RTE_MIN(prio, 99u)};
+
+		if (sched_setscheduler(nf->pid, SCHED_RR, &sp) == 0) {
+			nf->sched_priority = (uint32_t)sp.sched_priority;
+			return;
+		}
+		nice = -(int32_t)RTE_MIN(19u, prio / 5 + 1);
+		MGR_LOG(WARNING, "%s#%u: SCHED_RR %u not allowed (%s); using nice %d\n", cs->name,
+			nf->instance, prio, strerror(errno), nice);
+	}
+	if (nice != 0 && setpriority(PRIO_PROCESS, (id_t)nf->pid, nice) < 0) {
+		MGR_LOG(WARNING, "%s#%u: cannot set nice %d: %s\n", cs->name, nf->instance, nice,
+			strerror(errno));
+		return;
+	}
+	nf->nice = nice;
 }
 
 /* The NF's argv: its exec, the config's args. The region and NF id go in the
@@ -156,6 +203,7 @@ spawn_nf(struct mgr *mgr, struct mgr_nf *nf)
 			MGR_LOG(WARNING, "%s#%u: cannot pin to core %d: %s\n", cs->name,
 				nf->instance, mgr->cfg->nf_core, strerror(errno));
 	}
+	apply_priority(mgr, nf);
 	return 0;
 }
 
@@ -216,15 +264,18 @@ mgr_nfs_spawn_all(struct mgr *mgr)
 	return 0;
 }
 
-static void
+static unsigned int
 drop_ring(struct mgr *mgr, struct rte_ring *r, enum sq_drop cause)
 {
 	struct rte_mbuf *pkts[SQ_NF_BURST_MAX];
-	unsigned int n;
+	unsigned int n, total = 0;
 
-	while ((n = rte_ring_dequeue_burst(r, (void **)pkts, RTE_DIM(pkts), NULL)) > 0)
+	while ((n = rte_ring_dequeue_burst(r, (void **)pkts, RTE_DIM(pkts), NULL)) > 0) {
 		for (unsigned int i = 0; i < n; i++)
 			mgr_drop(&mgr->tx.stats, cause, pkts[i]);
+		total += n;
+	}
+	return total;
 }
 
 struct held_scan {
@@ -260,8 +311,9 @@ reclaim_nf(struct mgr *mgr, struct mgr_nf *nf, enum sq_drop cause)
 	while ((n = mgr_tx_drain_nf(mgr, nf)) > 0)
 		returned += n;
 	mgr_steer_flush(mgr, &mgr->tx);
-	drop_ring(mgr, nf->rx, cause);
+	nf->deq_pkts += drop_ring(mgr, nf->rx, cause);
 	rte_mempool_obj_iter(mgr->pool, free_if_held, &scan);
+	nf->deq_pkts += scan.found; /* none outstanding now: tx lets it go */
 	if (returned > 0 || scan.found > 0)
 		MGR_LOG(INFO, "%s#%u: %u packets carried out, %u reclaimed from its hands\n",
 			nf->ctl->service, nf->instance, returned, scan.found);

@@ -134,10 +134,21 @@ visit_nf(const struct mgr *mgr, const struct mgr_nf *nf, struct stats_sink *s)
 	s->u64(s, "drop_verdicts", ctl->drop_verdicts);
 	s->u64(s, "bursts", ctl->bursts);
 	s->u64(s, "sleeps", ctl->sleeps);
+	s->u64(s, "sleep_cancels", ctl->sleep_cancels);
 	s->u64(s, "wakes", ctl->wakes);
 	s->u64(s, "tx_full_spins", ctl->tx_full_spins);
 	s->u64(s, "handler_cycles", ctl->handler_tsc);
 	s->u64(s, "rx_ring_count", rte_ring_count(nf->rx));
+	s->u64(s, "ring_full_drops",
+	       mgr->rx.stages[nf->id].ring_full_pkts + mgr->tx.stages[nf->id].ring_full_pkts);
+	s->str(s, "wake_policy", mgr_wake_policy_name(nf->wake.policy));
+	s->u64(s, "wake_thresh_pkts", nf->wake.thresh_pkts);
+	s->u64(s, "wake_timeout_us", nf->wake.timeout_tsc * 1000000 / rte_get_tsc_hz());
+	s->u64(s, "wakes_by_thresh", nf->wake.by_thresh);
+	s->u64(s, "wakes_by_timeout", nf->wake.by_timeout);
+	s->u64(s, "wakes_by_urgent", nf->wake.by_urgent);
+	s->u64(s, "sched_priority", nf->sched_priority);
+	s->u64(s, "nice_plus_20", (uint64_t)(nf->nice + 20));
 	s->u64(s, "tx_ring_count", rte_ring_count(nf->tx));
 	/* NF-defined counters, flat with a prefix: telemetry nests one level only. */
 	for (int c = 0; c < SQ_NF_COUNTERS; c++) {
@@ -150,7 +161,6 @@ visit_nf(const struct mgr *mgr, const struct mgr_nf *nf, struct stats_sink *s)
 		s->u64(s, cname, ctl->counters[c]);
 	}
 	s->end(s);
-	(void)mgr;
 }
 
 void

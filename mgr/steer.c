@@ -23,9 +23,12 @@ const char *const sq_drop_names[SQ_DROP_MAX] = {SQ_FOREACH_DROP(SQ_DROP_STR)};
 int
 mgr_role_init(struct mgr *mgr, struct role_ctx *role)
 {
-	role->stages = calloc(mgr->n_nfs ? mgr->n_nfs : 1, sizeof(*role->stages));
-	role->touched = calloc(mgr->n_nfs ? mgr->n_nfs : 1, sizeof(*role->touched));
-	if (role->stages == NULL || role->touched == NULL) {
+	size_t n = mgr->n_nfs ? mgr->n_nfs : 1;
+
+	role->stages = calloc(n, sizeof(*role->stages));
+	role->touched = calloc(n, sizeof(*role->touched));
+	role->pending = calloc(n, sizeof(*role->pending));
+	if (role->stages == NULL || role->touched == NULL || role->pending == NULL) {
 		mgr_role_free(role);
 		return -ENOMEM;
 	}
@@ -37,8 +40,10 @@ mgr_role_free(struct role_ctx *role)
 {
 	free(role->stages);
 	free(role->touched);
+	free(role->pending);
 	role->stages = NULL;
 	role->touched = NULL;
+	role->pending = NULL;
 }
 
 void
@@ -79,10 +84,18 @@ flush_nf(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id)
 	sent = rte_ring_enqueue_burst(nf->rx, (void **)stage->pkts, stage->n, NULL);
 	for (unsigned int i = sent; i < stage->n; i++)
 		mgr_drop(&role->stats, SQ_DROP_NF_RING_FULL, stage->pkts[i]);
+	stage->ring_full_pkts += stage->n - sent;
 	stage->n = 0;
+	if (sent == 0)
+		return;
+	/* Count before activating: the tx role's outstanding check must see it. */
+	atomic_store_explicit(&stage->enq_pkts,
+			      atomic_load_explicit(&stage->enq_pkts, memory_order_relaxed) + sent,
+			      memory_order_release);
+	mgr_tx_activate(mgr, nf);
 }
 
-void
+struct mgr_nf *
 mgr_steer_to_service(struct mgr *mgr, struct role_ctx *role, uint16_t service, struct rte_mbuf *pkt)
 {
 	struct sq_pkt_meta *meta = sq_pkt_meta(pkt);
@@ -91,7 +104,7 @@ mgr_steer_to_service(struct mgr *mgr, struct role_ctx *role, uint16_t service, s
 
 	if (unlikely(nf == NULL)) {
 		mgr_drop(&role->stats, SQ_DROP_NO_NF, pkt);
-		return;
+		return NULL;
 	}
 	stage = &role->stages[nf->id];
 	if (stage->n == 0)
@@ -102,6 +115,7 @@ mgr_steer_to_service(struct mgr *mgr, struct role_ctx *role, uint16_t service, s
 	 * and a crash reclaim finds the packets an NF held by this tag. */
 	meta->owner = nf->id + 1;
 	stage->pkts[stage->n++] = pkt;
+	return nf;
 }
 
 static void
@@ -143,7 +157,7 @@ mgr_steer_flush(struct mgr *mgr, struct role_ctx *role)
 	for (uint32_t i = 0; i < role->n_touched; i++)
 		flush_nf(mgr, role, role->touched[i]);
 	if (role->n_touched > 0)
-		mgr_wakeup_check(mgr, role->touched, role->n_touched);
+		mgr_wakeup_check(mgr, role);
 	role->n_touched = 0;
 	for (uint16_t p = 0; p < mgr->n_ports; p++)
 		if (role->ports[p].n > 0)

@@ -8,6 +8,7 @@
  *   /squall/chains        per-chain counters
  *   /squall/drop_causes   each drop key with its user-facing description
  *   /squall/latency_reset clear every chain's latency histogram
+ *   /squall/wake,SVC,POLICY[,THRESH[,TIMEOUT_US]]  a service's wake policy, now
  *   /squall/gen           the generator's rate and counters
  *   /squall/gen_rate,PPS  set the generator's rate (0 pauses, max unpaced)
  */
@@ -198,6 +199,65 @@ cmd_gen_rate(const char *cmd, const char *params, struct rte_tel_data *d)
 }
 
 static int
+parse_policy(const char *s, uint32_t *policy)
+{
+	for (uint32_t p = SQ_WAKE_MIN; p <= SQ_WAKE_ADAPTIVE; p++) {
+		if (strcmp(s, mgr_wake_policy_name(p)) == 0) {
+			*policy = p;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+/* "/squall/wake,SERVICE,POLICY[,THRESH_PKTS[,TIMEOUT_US]]": change how a
+ * service's NFs are woken, now. Omitted numbers keep their current values. */
+static int
+cmd_wake(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	char buf[128], *save = NULL, *svc_name, *policy, *thresh, *timeout, *end;
+	struct sq_cfg_wake w;
+	int svc;
+
+	(void)cmd;
+	if (params == NULL || snprintf(buf, sizeof(buf), "%s", params) >= (int)sizeof(buf))
+		return -EINVAL;
+	svc_name = strtok_r(buf, ",", &save);
+	policy = strtok_r(NULL, ",", &save);
+	thresh = strtok_r(NULL, ",", &save);
+	timeout = strtok_r(NULL, ",", &save);
+	if (svc_name == NULL || policy == NULL)
+		return -EINVAL;
+	svc = sq_config_service_index(tel_mgr->cfg, svc_name);
+	if (svc < 0)
+		return -ENOENT;
+	w = tel_mgr->cfg->services[svc].wake;
+	if (parse_policy(policy, &w.policy) < 0)
+		return -EINVAL;
+	if (thresh != NULL) {
+		unsigned long v = strtoul(thresh, &end, 10);
+
+		if (*end != '\0' || v == 0 || v > 65536)
+			return -EINVAL;
+		w.thresh_pkts = (uint32_t)v;
+	}
+	if (timeout != NULL) {
+		unsigned long v = strtoul(timeout, &end, 10);
+
+		if (*end != '\0' || v == 0 || v > 10000000)
+			return -EINVAL;
+		w.timeout_ns = (uint64_t)v * 1000;
+	}
+	mgr_wakeup_set_policy(tel_mgr, (uint16_t)svc, &w);
+	rte_tel_data_start_dict(d);
+	rte_tel_data_add_dict_string(d, "service", svc_name);
+	rte_tel_data_add_dict_string(d, "policy", mgr_wake_policy_name(w.policy));
+	rte_tel_data_add_dict_u64(d, "thresh_pkts", w.thresh_pkts);
+	rte_tel_data_add_dict_u64(d, "timeout_us", w.timeout_ns / 1000);
+	return 0;
+}
+
+static int
 cmd_drop_causes(const char *cmd, const char *params, struct rte_tel_data *d)
 {
 	(void)cmd;
@@ -227,6 +287,9 @@ mgr_telemetry_init(struct mgr *mgr)
 				       "Generator rate and counters. No parameters") < 0 ||
 	    rte_telemetry_register_cmd("/squall/gen_rate", cmd_gen_rate,
 				       "Set the generator rate. Parameter: pps, 0 or max") < 0 ||
+	    rte_telemetry_register_cmd("/squall/wake", cmd_wake,
+				       "Set a service's wake policy. Parameters: SERVICE,"
+				       "min|fixed|adaptive[,THRESH_PKTS[,TIMEOUT_US]]") < 0 ||
 	    rte_telemetry_register_cmd("/squall/latency_reset", cmd_latency_reset,
 				       "Clear the per-chain latency histograms. No parameters") < 0)
 		return -EEXIST;

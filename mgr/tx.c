@@ -2,11 +2,14 @@
  * tx role: take packets back from every NF's tx ring and carry out their
  * verdicts: the chain's next NF, a port, another service, or a counted drop.
  */
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <rte_cycles.h>
 #include <rte_mbuf.h>
 #include <rte_prefetch.h>
+#include <rte_lcore.h>
 #include <rte_ring.h>
 
 #include "mgr.h"
@@ -69,6 +72,81 @@ carry_out(struct mgr *mgr, struct role_ctx *role, struct rte_mbuf *pkt)
 	mgr_drop(&role->stats, SQ_DROP_BAD_VERDICT, pkt);
 }
 
+int
+mgr_tx_init(struct mgr *mgr)
+{
+	uint32_t n = mgr->n_nfs ? mgr->n_nfs : 1;
+
+	mgr->active = calloc(n, sizeof(*mgr->active));
+	/* Each NF is in it at most once (the active flag), so it never fills. */
+	mgr->activations = rte_ring_create("sq_activations", rte_align32pow2(n + 1),
+					   rte_socket_id(), RING_F_SC_DEQ);
+	if (mgr->active == NULL || mgr->activations == NULL) {
+		mgr_tx_free(mgr);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void
+mgr_tx_free(struct mgr *mgr)
+{
+	free(mgr->active);
+	mgr->active = NULL;
+	rte_ring_free(mgr->activations);
+	mgr->activations = NULL;
+}
+
+uint64_t
+mgr_nf_outstanding(const struct mgr *mgr, const struct mgr_nf *nf)
+{
+	uint64_t enq =
+		atomic_load_explicit(&mgr->rx.stages[nf->id].enq_pkts, memory_order_acquire) +
+		atomic_load_explicit(&mgr->tx.stages[nf->id].enq_pkts, memory_order_acquire);
+
+	return enq - nf->deq_pkts;
+}
+
+void
+mgr_tx_activate(struct mgr *mgr, struct mgr_nf *nf)
+{
+	bool expected = false;
+
+	if (atomic_load_explicit(&nf->active, memory_order_relaxed))
+		return;
+	if (atomic_compare_exchange_strong(&nf->active, &expected, true))
+		rte_ring_enqueue(mgr->activations, (void *)(uintptr_t)nf->id);
+}
+
+/* An NF with nothing outstanding leaves the list. Clear the flag first, then
+ * look again: an enqueue that raced with us either shows in the second look,
+ * or finds the flag clear and hands the NF over through activations. */
+static bool
+try_deactivate(struct mgr *mgr, struct mgr_nf *nf)
+{
+	bool expected = false;
+
+	if (mgr_nf_outstanding(mgr, nf) != 0)
+		return false;
+	atomic_store(&nf->active, false);
+	atomic_thread_fence(memory_order_seq_cst);
+	if (mgr_nf_outstanding(mgr, nf) == 0)
+		return true;
+	/* Busy again: keep it, unless the other role already re-queued it. */
+	return !atomic_compare_exchange_strong(&nf->active, &expected, true);
+}
+
+static void
+take_activations(struct mgr *mgr)
+{
+	void *ids[64];
+	unsigned int n;
+
+	while ((n = rte_ring_sc_dequeue_burst(mgr->activations, ids, RTE_DIM(ids), NULL)) > 0)
+		for (unsigned int i = 0; i < n; i++)
+			mgr->active[mgr->n_active++] = (uint32_t)(uintptr_t)ids[i];
+}
+
 unsigned int
 mgr_tx_drain_nf(struct mgr *mgr, struct mgr_nf *nf)
 {
@@ -79,6 +157,7 @@ mgr_tx_drain_nf(struct mgr *mgr, struct mgr_nf *nf)
 	if (n == 0)
 		return 0;
 	mgr->tx_now_tsc = rte_rdtsc();
+	nf->deq_pkts += n;
 	/* The NF just wrote each verdict on its core: fetch all the lines at once
 	 * rather than miss on them one by one (the miss was 65% of tx's time). */
 	for (unsigned int i = 0; i < n; i++)
@@ -103,9 +182,18 @@ mgr_tx_poll(struct mgr *mgr)
 
 	if (unlikely(atomic_load_explicit(&mgr->lat_reset, memory_order_relaxed)))
 		reset_latency(mgr);
-	for (uint32_t i = 0; i < mgr->n_nfs; i++)
-		moved += mgr_tx_drain_nf(mgr, &mgr->nfs[i]);
+	take_activations(mgr);
+	for (uint32_t i = 0; i < mgr->n_active;) {
+		struct mgr_nf *nf = &mgr->nfs[mgr->active[i]];
+
+		moved += mgr_tx_drain_nf(mgr, nf);
+		if (try_deactivate(mgr, nf))
+			mgr->active[i] = mgr->active[--mgr->n_active];
+		else
+			i++;
+	}
 	mgr_steer_flush(mgr, &mgr->tx);
+	mgr_wakeup_poll(mgr, &mgr->tx);
 	if (moved > 0)
 		mgr->last_pkt_tsc = rte_rdtsc();
 	return moved;

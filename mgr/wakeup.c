@@ -1,13 +1,68 @@
 /* SPDX-License-Identifier: BSD-3-Clause
- * Wakeup role (DESIGN §5): decide when a sleeping NF is woken. In this
- * version an NF is woken as soon as one packet waits for it; the check runs
- * inline at the end of the round that enqueued, so no core spins for it.
+ * Wakeup role (DESIGN §5, seed 000 §4-5.1): when a sleeping NF is woken.
+ *
+ * The check runs inline at the end of the round that enqueued (no core spins
+ * for wakeups): an NF is woken when its queue reaches its threshold, when a
+ * FIN or RST waits, or, from a periodic scan of only the NFs that wait,
+ * when its oldest packet has waited longer than its timeout. Policies:
+ *   min       threshold 1
+ *   fixed     threshold thresh_pkts, timeout timeout_us
+ *   adaptive  threshold 1 until the NF has seen t_lat_pkts packets (short
+ *             flows want latency); then AIMD: +1 after a wake by threshold,
+ *             halved after a wake by timeout, within [min_pkts, max_pkts].
+ * Exactly one FUTEX_WAKE per sleep: ASLEEP -> WAKING by compare-and-swap.
  */
 #include <linux/futex.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <rte_cycles.h>
+
 #include "mgr.h"
+
+enum wake_reason { WAKE_THRESH, WAKE_TIMEOUT, WAKE_URGENT };
+
+static const char *const policy_names[] = {
+	[SQ_WAKE_MIN] = "min",
+	[SQ_WAKE_FIXED] = "fixed",
+	[SQ_WAKE_ADAPTIVE] = "adaptive",
+};
+
+const char *
+mgr_wake_policy_name(uint32_t policy)
+{
+	return policy < RTE_DIM(policy_names) ? policy_names[policy] : "?";
+}
+
+void
+mgr_wakeup_init_nf(struct mgr_nf *nf, const struct sq_cfg_wake *cfg)
+{
+	struct nf_wake *w = &nf->wake;
+
+	w->policy = cfg->policy;
+	w->thresh_pkts = cfg->policy == SQ_WAKE_MIN ? 1 : cfg->thresh_pkts;
+	w->timeout_tsc = cfg->timeout_ns * rte_get_tsc_hz() / 1000000000ull;
+	w->min_pkts = cfg->min_pkts;
+	w->max_pkts = cfg->max_pkts;
+	w->t_lat_pkts = cfg->t_lat_pkts;
+	if (cfg->policy == SQ_WAKE_ADAPTIVE)
+		w->thresh_pkts = RTE_MAX(cfg->min_pkts, RTE_MIN(cfg->thresh_pkts, cfg->max_pkts));
+}
+
+int
+mgr_wakeup_set_policy(struct mgr *mgr, uint16_t service, const struct sq_cfg_wake *cfg)
+{
+	const struct mgr_service *svc;
+
+	if (service >= mgr->cfg->n_services)
+		return -EINVAL;
+	svc = &mgr->services[service];
+	for (uint32_t i = 0; i < svc->n_nfs; i++)
+		mgr_wakeup_init_nf(&mgr->nfs[svc->first_nf + i], cfg);
+	mgr->cfg->services[service].wake = *cfg;
+	return 0;
+}
 
 static void
 futex_wake_one(_Atomic uint32_t *word)
@@ -16,36 +71,139 @@ futex_wake_one(_Atomic uint32_t *word)
 	syscall(SYS_futex, word, FUTEX_WAKE, 1, NULL, NULL, 0);
 }
 
-/* ASLEEP -> WAKING by compare-and-swap, so exactly one wake goes out per sleep
- * however many roles or rounds see the NF asleep (seed 000 §4's flag). */
+static uint64_t
+nf_enqueued(const struct mgr *mgr, const struct mgr_nf *nf)
+{
+	return atomic_load_explicit(&mgr->rx.stages[nf->id].enq_pkts, memory_order_relaxed) +
+	       atomic_load_explicit(&mgr->tx.stages[nf->id].enq_pkts, memory_order_relaxed);
+}
+
+/* The threshold now: adaptive NFs wake at 1 packet while their flow is short. */
+static uint32_t
+thresh_now(const struct mgr *mgr, const struct mgr_nf *nf)
+{
+	const struct nf_wake *w = &nf->wake;
+
+	if (w->policy == SQ_WAKE_ADAPTIVE && nf_enqueued(mgr, nf) < w->t_lat_pkts)
+		return 1;
+	return w->thresh_pkts;
+}
+
 static void
-wake_if_asleep(struct mgr_nf *nf)
+adapt(struct nf_wake *w, enum wake_reason why)
+{
+	if (w->policy != SQ_WAKE_ADAPTIVE)
+		return;
+	if (why == WAKE_THRESH && w->thresh_pkts < w->max_pkts)
+		w->thresh_pkts++;
+	else if (why == WAKE_TIMEOUT)
+		w->thresh_pkts = RTE_MAX(w->min_pkts, w->thresh_pkts / 2);
+}
+
+/* ASLEEP -> WAKING, so one wake goes out per sleep however many roles or
+ * rounds find the NF asleep (seed 000 §4's flag). @return true if we woke it. */
+static bool
+wake(struct mgr_nf *nf, enum wake_reason why)
 {
 	uint32_t expected = SQ_NF_ASLEEP;
 
-	if (atomic_load_explicit(&nf->ctl->state, memory_order_relaxed) != SQ_NF_ASLEEP)
-		return;
-	if (atomic_compare_exchange_strong(&nf->ctl->state, &expected, SQ_NF_WAKING)) {
-		nf->ctl->wakes++;
-		futex_wake_one(&nf->ctl->state);
-	}
+	if (!atomic_compare_exchange_strong(&nf->ctl->state, &expected, SQ_NF_WAKING))
+		return false;
+	nf->ctl->wakes++;
+	if (why == WAKE_THRESH)
+		nf->wake.by_thresh++;
+	else if (why == WAKE_TIMEOUT)
+		nf->wake.by_timeout++;
+	else
+		nf->wake.by_urgent++;
+	adapt(&nf->wake, why);
+	futex_wake_one(&nf->ctl->state);
+	return true;
+}
+
+static bool
+is_asleep(const struct mgr_nf *nf)
+{
+	return atomic_load_explicit(&nf->ctl->state, memory_order_relaxed) == SQ_NF_ASLEEP;
 }
 
 void
-mgr_wakeup_check(struct mgr *mgr, const uint32_t *nf_ids, uint32_t n)
+mgr_wakeup_check(struct mgr *mgr, struct role_ctx *role)
 {
+	uint64_t now = 0;
+
 	/* The enqueues before this are release stores; the NF stores ASLEEP and
 	 * then reads the ring. Without a full fence here our read of the state
 	 * could pass our enqueue (store-load reordering) and both sides would
 	 * miss each other: a lost wake-up. One fence covers the whole round. */
 	atomic_thread_fence(memory_order_seq_cst);
-	for (uint32_t i = 0; i < n; i++)
-		wake_if_asleep(&mgr->nfs[nf_ids[i]]);
+	for (uint32_t i = 0; i < role->n_touched; i++) {
+		uint32_t id = role->touched[i];
+		struct nf_stage *stage = &role->stages[id];
+		struct mgr_nf *nf = &mgr->nfs[id];
+		bool urgent = stage->urgent;
+
+		stage->urgent = false;
+		if (!is_asleep(nf))
+			continue;
+		if (urgent) {
+			wake(nf, WAKE_URGENT);
+			continue;
+		}
+		if (rte_ring_count(nf->rx) >= thresh_now(mgr, nf)) {
+			wake(nf, WAKE_THRESH);
+			continue;
+		}
+		/* Below threshold: the timeout scan watches it from now on. */
+		if (stage->pending_since == 0) {
+			if (now == 0)
+				now = rte_rdtsc();
+			stage->pending_since = now;
+			stage->pending_sleeps = nf->ctl->sleeps;
+			role->pending[role->n_pending++] = id;
+		}
+	}
+}
+
+unsigned int
+mgr_wakeup_poll(struct mgr *mgr, struct role_ctx *role)
+{
+	unsigned int woken = 0;
+	uint64_t now;
+
+	if (role->n_pending == 0)
+		return 0;
+	now = rte_rdtsc();
+	for (uint32_t i = 0; i < role->n_pending;) {
+		uint32_t id = role->pending[i];
+		struct nf_stage *stage = &role->stages[id];
+		struct mgr_nf *nf = &mgr->nfs[id];
+		bool done = !is_asleep(nf) || rte_ring_count(nf->rx) == 0;
+
+		if (!done && nf->ctl->sleeps != stage->pending_sleeps) {
+			/* It woke and slept again since: this wait started later. */
+			stage->pending_since = now;
+			stage->pending_sleeps = nf->ctl->sleeps;
+		}
+		if (!done && now - stage->pending_since >= nf->wake.timeout_tsc) {
+			woken += wake(nf, WAKE_TIMEOUT);
+			done = true;
+		}
+		if (!done) {
+			i++;
+			continue;
+		}
+		/* Woken, or awake by itself: off the list (swap with the last). */
+		stage->pending_since = 0;
+		role->pending[i] = role->pending[--role->n_pending];
+	}
+	return woken;
 }
 
 void
 mgr_wakeup_force(struct mgr_nf *nf)
 {
 	atomic_thread_fence(memory_order_seq_cst);
-	wake_if_asleep(nf);
+	if (is_asleep(nf))
+		wake(nf, WAKE_URGENT);
 }

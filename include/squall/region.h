@@ -82,7 +82,8 @@ struct sq_nf_ctl {
 	uint64_t tx_pkts;
 	uint64_t drop_verdicts; /* packets the NF handed back as DROP */
 	uint64_t bursts;
-	uint64_t sleeps;
+	uint64_t sleeps;        /* times the NF published ASLEEP */
+	uint64_t sleep_cancels; /* ... and took back itself: packets came first */
 	uint64_t handler_tsc;   /* cycles spent in the user's handler */
 	uint64_t tx_full_spins; /* times the tx ring was full (back-pressure) */
 

@@ -1,0 +1,166 @@
+"""Sleeping NFs (issue 3): exactly one wake per sleep, wakes by threshold, by
+timeout under a trickle and at once for FIN/RST, a policy change at run time,
+and no NF starved when many share a core."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pcaps
+from conftest import Manager
+from scapy.layers.inet import IP, TCP
+from scapy.layers.l2 import Ether
+
+
+def gen_config(
+    mgr: Manager, wake: dict[str, Any], rate_pps: int, flows: int = 1, instances: int = 1
+) -> dict[str, Any]:
+    cfg = mgr.config(
+        ports=[
+            {"name": "gen", "devargs": "net_null0,no-rx=1"},
+            {"name": "out", "devargs": "net_null1,no-rx=1"},
+        ],
+        services=[
+            {
+                "name": "s",
+                "exec": "squall-nf-sig",
+                "instances": instances,
+                "ring_slots": 1024,
+                "spin_us": 5,
+                "wake": wake,
+            }
+        ],
+        chains=[{"name": "c", "services": ["s"]}],
+        rules=[{"in_port": "gen", "chain": "c", "out_port": "out"}],
+    )
+    cfg["generator"] = {"port": "gen", "rate_pps": rate_pps, "flows": flows}
+    return cfg
+
+
+def send_and_drain(mgr: Manager, pkts: int) -> int:
+    """Let the generator send at least pkts, pause it, wait until all are out."""
+    mgr.wait_for(lambda: mgr.query("/squall/gen")["sent_pkts"] >= pkts, 60, f"{pkts} sent")
+    mgr.query("/squall/gen_rate,0")
+    sent = int(mgr.query("/squall/gen")["sent_pkts"])
+    mgr.wait_for(lambda: mgr.stats()["tx_pkts"] == sent, 30, f"all {sent} packets out")
+    return sent
+
+
+def wait_all_asleep(mgr: Manager) -> dict[str, Any]:
+    mgr.wait_for(
+        lambda: all(nf["state"] == "asleep" for nf in mgr.nfs().values()), 10, "NFs asleep"
+    )
+    return mgr.nfs()
+
+
+def assert_one_wake_per_sleep(nfs: dict[str, Any]) -> None:
+    for name, nf in nfs.items():
+        # Every published sleep ended in one wake or one cancel; one is in progress.
+        assert nf["sleeps"] == nf["wakes"] + nf["sleep_cancels"] + 1, (name, nf)
+        assert nf["wakes"] == (
+            nf["wakes_by_thresh"] + nf["wakes_by_timeout"] + nf["wakes_by_urgent"]
+        ), (name, nf)
+
+
+def test_min_policy_one_wake_per_sleep(mgr: Manager) -> None:
+    mgr.start(gen_config(mgr, {"policy": "min"}, rate_pps=2000))
+    sent = send_and_drain(mgr, 400)
+    nfs = wait_all_asleep(mgr)
+    nf = next(iter(nfs.values()))
+    assert nf["rx_pkts"] == sent
+    assert nf["wakes"] > 10, nf  # a trickle: the NF slept and woke many times
+    assert nf["wakes_by_timeout"] == 0, nf  # min never waits for a timeout
+    assert_one_wake_per_sleep(nfs)
+    mgr.finish()
+
+
+def test_timeout_wakes_under_a_trickle(mgr: Manager) -> None:
+    wake = {"policy": "fixed", "thresh_pkts": 64, "timeout_us": 2000}
+    mgr.start(gen_config(mgr, wake, rate_pps=500))
+    sent = send_and_drain(mgr, 100)
+    nfs = wait_all_asleep(mgr)
+    nf = next(iter(nfs.values()))
+    assert nf["rx_pkts"] == sent
+    # 500 pps never fills 64 packets within 2 ms: every wake is a timeout.
+    assert nf["wakes_by_timeout"] > 0 and nf["wakes_by_thresh"] == 0, nf
+    assert nf["wake_policy"] == "fixed" and nf["wake_thresh_pkts"] == 64, nf
+    assert_one_wake_per_sleep(nfs)
+    mgr.finish()
+
+
+def test_threshold_wakes(mgr: Manager) -> None:
+    wake = {"policy": "fixed", "thresh_pkts": 8, "timeout_us": 200000}
+    mgr.start(gen_config(mgr, wake, rate_pps=4000))
+    send_and_drain(mgr, 2000)
+    nfs = wait_all_asleep(mgr)
+    nf = next(iter(nfs.values()))
+    assert nf["wakes_by_thresh"] > 0, nf
+    # Each threshold wake found at least 8 packets waiting.
+    assert nf["rx_pkts"] >= 8 * nf["wakes_by_thresh"], nf
+    assert_one_wake_per_sleep(nfs)
+    mgr.finish()
+
+
+def test_policy_change_at_run_time(mgr: Manager) -> None:
+    mgr.start(gen_config(mgr, {"policy": "min"}, rate_pps=1000))
+    send_and_drain(mgr, 100)
+    before = next(iter(mgr.nfs().values()))
+    assert before["wake_policy"] == "min" and before["wakes_by_timeout"] == 0, before
+    reply = mgr.query("/squall/wake,s,fixed,1000,3000")
+    assert reply["policy"] == "fixed" and reply["thresh_pkts"] == 1000, reply
+    mgr.query("/squall/gen_rate,1000")
+    sent = send_and_drain(mgr, int(mgr.query("/squall/gen")["sent_pkts"]) + 100)
+    after = next(iter(wait_all_asleep(mgr).values()))
+    assert after["wake_policy"] == "fixed" and after["wake_timeout_us"] == 3000, after
+    assert after["rx_pkts"] == sent
+    # Under the new policy the trickle never reaches 1000: timeouts wake it.
+    assert after["wakes_by_timeout"] > 0, after
+    assert after["wakes_by_thresh"] == before["wakes_by_thresh"], (before, after)
+    mgr.finish()
+
+
+def test_fin_wakes_at_once(mgr: Manager, tmp_path: Path) -> None:
+    frames = [
+        bytes(
+            Ether(dst=pcaps.mac(1), src=pcaps.mac(2))
+            / IP(src="10.0.0.1", dst="10.0.0.2")
+            / TCP(sport=1234, dport=80, flags=flags)
+        )
+        for flags in ("S", "A", "FA")
+    ]
+    in_pcap = pcaps.write_pcap(tmp_path / "in.pcap", frames)
+    cfg = mgr.config(
+        ports=[
+            {"name": "in", "devargs": f"net_pcap0,rx_pcap={in_pcap}"},
+            {"name": "out", "devargs": "net_null1,no-rx=1"},
+        ],
+        services=[
+            {
+                "name": "s",
+                "exec": "squall-nf-fwd",
+                # Neither threshold nor timeout will wake it within the test.
+                "wake": {"policy": "fixed", "thresh_pkts": 1000, "timeout_us": 10000000},
+            }
+        ],
+        chains=[{"name": "c", "services": ["s"]}],
+        rules=[{"in_port": "in", "chain": "c", "out_port": "out"}],
+    )
+    mgr.start(cfg)
+    mgr.wait_port_tx("out", 3, timeout_s=8)
+    nf = next(iter(mgr.nfs().values()))
+    assert nf["wakes_by_urgent"] >= 1 and nf["wakes_by_timeout"] == 0, nf
+    mgr.finish()
+
+
+def test_no_nf_starves_on_a_shared_core(mgr: Manager) -> None:
+    cfg = gen_config(mgr, {"policy": "min"}, rate_pps=20000, flows=1000, instances=40)
+    mgr.start(cfg)
+    sent = send_and_drain(mgr, 10000)
+    nfs = wait_all_asleep(mgr)
+    assert len(nfs) == 40
+    assert sum(nf["rx_pkts"] for nf in nfs.values()) == sent
+    # Every NF got its share of flows and none was left with packets queued.
+    assert all(nf["rx_pkts"] > 0 and nf["rx_ring_count"] == 0 for nf in nfs.values()), nfs
+    assert_one_wake_per_sleep(nfs)
+    mgr.finish()
