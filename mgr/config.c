@@ -939,17 +939,13 @@ static const char *const gen_keys[GEN_N_KEYS] = {
 };
 
 static int
-parse_generator(struct ctx *c, const yaml_node_t *node)
+parse_gen(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_cfg_gen *gen)
 {
-	struct sq_cfg_gen *gen = &c->cfg->gen;
-	const char *b = "generator";
 	yaml_node_t *v[GEN_N_KEYS];
 	uint32_t rate = 1000000;
 	int port = -1;
 	int ret;
 
-	if (node == NULL)
-		return 0;
 	gen->line = node_line(node);
 	gen->flows = 1024;
 	ret = map_get(c, node, b, gen_keys, GEN_N_KEYS, REQ(GEN_PORT), v);
@@ -966,6 +962,37 @@ parse_generator(struct ctx *c, const yaml_node_t *node)
 	gen->port = (uint16_t)port;
 	gen->rate_pps = rate;
 	gen->enabled = ret == 0;
+	for (uint16_t i = 0; ret == 0 && &c->cfg->gens[i] != gen; i++)
+		if (c->cfg->gens[i].port == gen->port)
+			return fail(c, v[GEN_PORT], b, "port",
+				    "port \"%s\" has a generator already (line %d)",
+				    c->cfg->ports[port].name, c->cfg->gens[i].line);
+	return ret;
+}
+
+/* generator: one mapping, or a list of them on different ports. */
+static int
+parse_generator(struct ctx *c, const yaml_node_t *node)
+{
+	struct sq_config *cfg = c->cfg;
+	unsigned int i, n = 0;
+	char b[32];
+	int ret;
+
+	if (node == NULL)
+		return 0;
+	if (node->type == YAML_MAPPING_NODE) {
+		ret = parse_gen(c, node, "generator", &cfg->gens[0]);
+		cfg->n_gens = ret == 0;
+		return ret;
+	}
+	ret = get_seq(c, node, "", "generator", 1, SQ_MAX_GENS, &n);
+	for (i = 0; ret == 0 && i < n; i++) {
+		snprintf(b, sizeof(b), "generator[%u]", i);
+		ret = parse_gen(c, seq_item(c, node, i), b, &cfg->gens[i]);
+		if (ret == 0)
+			cfg->n_gens = (uint16_t)(i + 1);
+	}
 	return ret;
 }
 

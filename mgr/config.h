@@ -82,6 +82,7 @@ struct sq_cfg_rule {
 };
 
 #define SQ_MAX_GEN_SIZES 64
+#define SQ_MAX_GENS      4
 
 /* The manager's own traffic generator (benchmarks): packets enter as if
  * received on a port. */
@@ -121,7 +122,8 @@ struct sq_config {
 	uint16_t n_chains;
 	struct sq_cfg_rule rules[SQ_MAX_RULES];
 	uint16_t n_rules;
-	struct sq_cfg_gen gen;
+	struct sq_cfg_gen gens[SQ_MAX_GENS]; /* generator: one mapping or a list */
+	uint16_t n_gens;
 };
 
 /**

@@ -37,17 +37,9 @@ struct gen {
 	uint64_t lag_pkts; /* due by the rate but not sent yet */
 };
 
-int
-mgr_gen_init(struct mgr *mgr)
+static void
+gen_init_one(struct mgr *mgr, struct gen *g, const struct sq_cfg_gen *cfg)
 {
-	const struct sq_cfg_gen *cfg = &mgr->cfg->gen;
-	struct gen *g;
-
-	if (!cfg->enabled)
-		return 0;
-	g = calloc(1, sizeof(*g));
-	if (g == NULL)
-		return -ENOMEM;
 	g->cfg = cfg;
 	g->rate_pps = cfg->rate_pps;
 	atomic_store(&g->rate_req, cfg->rate_pps);
@@ -57,34 +49,59 @@ mgr_gen_init(struct mgr *mgr)
 	else
 		g->dst = (struct rte_ether_addr){{0x02, 0, 0, 0, 0, 0x01}};
 	g->src = (struct rte_ether_addr){{0x02, 0, 0, 0, 0, 0xfe}};
-	mgr->gen = g;
 	MGR_LOG(NOTICE, "generator on port %s: %" PRIu64 " pps, %u sizes, %u flows\n",
 		mgr->cfg->ports[cfg->port].name, cfg->rate_pps, cfg->n_sizes, cfg->flows);
+}
+
+int
+mgr_gen_init(struct mgr *mgr)
+{
+	if (mgr->cfg->n_gens == 0)
+		return 0;
+	mgr->gens = calloc(mgr->cfg->n_gens, sizeof(*mgr->gens));
+	if (mgr->gens == NULL)
+		return -ENOMEM;
+	for (uint16_t i = 0; i < mgr->cfg->n_gens; i++)
+		gen_init_one(mgr, &mgr->gens[i], &mgr->cfg->gens[i]);
+	mgr->n_gens = mgr->cfg->n_gens;
 	return 0;
 }
 
 void
 mgr_gen_free(struct mgr *mgr)
 {
-	free(mgr->gen);
-	mgr->gen = NULL;
+	free(mgr->gens);
+	mgr->gens = NULL;
+	mgr->n_gens = 0;
+}
+
+int
+mgr_gen_find(const struct mgr *mgr, const char *port)
+{
+	if (port == NULL || *port == '\0')
+		return mgr->n_gens > 0 ? 0 : -ENOENT;
+	for (uint16_t i = 0; i < mgr->n_gens; i++)
+		if (strcmp(mgr->cfg->ports[mgr->gens[i].cfg->port].name, port) == 0)
+			return i;
+	return -ENOENT;
 }
 
 void
-mgr_gen_set_rate(struct mgr *mgr, uint64_t rate_pps)
+mgr_gen_set_rate(struct mgr *mgr, int idx, uint64_t rate_pps)
 {
-	if (mgr->gen != NULL)
-		atomic_store(&mgr->gen->rate_req, rate_pps);
+	if (idx >= 0 && idx < mgr->n_gens)
+		atomic_store(&mgr->gens[idx].rate_req, rate_pps);
 }
 
 void
-mgr_gen_stats(const struct mgr *mgr, struct gen_stats *st)
+mgr_gen_stats(const struct mgr *mgr, int idx, struct gen_stats *st)
 {
-	const struct gen *g = mgr->gen;
+	const struct gen *g;
 
 	memset(st, 0, sizeof(*st));
-	if (g == NULL)
+	if (idx < 0 || idx >= mgr->n_gens)
 		return;
+	g = &mgr->gens[idx];
 	st->rate_pps = atomic_load(&((struct gen *)(uintptr_t)g)->rate_req);
 	st->sent_pkts = g->sent_pkts;
 	st->sent_bytes = g->sent_bytes;
@@ -149,10 +166,9 @@ pkts_due(struct gen *g, uint64_t now_tsc)
 	return (unsigned int)RTE_MIN(due, (uint64_t)GEN_BURST);
 }
 
-unsigned int
-mgr_gen_poll(struct mgr *mgr)
+static unsigned int
+gen_poll_one(struct mgr *mgr, struct gen *g)
 {
-	struct gen *g = mgr->gen;
 	struct rte_mbuf *pkts[GEN_BURST];
 	unsigned int n = pkts_due(g, rte_rdtsc());
 	uint64_t bytes = 0;
@@ -177,5 +193,15 @@ mgr_gen_poll(struct mgr *mgr)
 	g->sent_pkts += n;
 	g->sent_bytes += bytes;
 	mgr_rx_inject(mgr, g->cfg->port, pkts, (uint16_t)n);
+	return n;
+}
+
+unsigned int
+mgr_gen_poll(struct mgr *mgr)
+{
+	unsigned int n = 0;
+
+	for (uint16_t i = 0; i < mgr->n_gens; i++)
+		n += gen_poll_one(mgr, &mgr->gens[i]);
 	return n;
 }

@@ -166,7 +166,8 @@ struct mgr {
 	uint32_t *active;
 	uint32_t n_active;
 	struct rte_ring *activations;
-	struct gen *gen; /* NULL without a generator in the config */
+	struct gen *gens; /* the generators of the config, if any */
+	uint16_t n_gens;
 
 	volatile bool stop;
 	uint64_t last_pkt_tsc;
@@ -201,11 +202,13 @@ struct gen;
 int mgr_gen_init(struct mgr *mgr);
 void mgr_gen_free(struct mgr *mgr);
 unsigned int mgr_gen_poll(struct mgr *mgr);
-void mgr_gen_set_rate(struct mgr *mgr, uint64_t rate_pps);
+/* Index of the generator on port @p port (NULL or "": the first), or -ENOENT. */
+int mgr_gen_find(const struct mgr *mgr, const char *port);
+void mgr_gen_set_rate(struct mgr *mgr, int idx, uint64_t rate_pps);
 struct gen_stats {
 	uint64_t rate_pps, sent_pkts, sent_bytes, alloc_fail, lag_pkts;
 };
-void mgr_gen_stats(const struct mgr *mgr, struct gen_stats *st);
+void mgr_gen_stats(const struct mgr *mgr, int idx, struct gen_stats *st);
 
 /* tx.c */
 unsigned int mgr_tx_poll(struct mgr *mgr);

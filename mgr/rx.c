@@ -205,7 +205,7 @@ mgr_rx_poll(struct mgr *mgr)
 {
 	unsigned int moved = 0;
 
-	if (mgr->gen != NULL)
+	if (mgr->n_gens > 0)
 		moved += mgr_gen_poll(mgr);
 	for (uint16_t p = 0; p < mgr->n_ports; p++)
 		moved += rx_port(mgr, p);

@@ -9,8 +9,8 @@
  *   /squall/drop_causes   each drop key with its user-facing description
  *   /squall/latency_reset clear every chain's latency histogram
  *   /squall/wake,SVC,POLICY[,THRESH[,TIMEOUT_US]]  a service's wake policy, now
- *   /squall/gen           the generator's rate and counters
- *   /squall/gen_rate,PPS  set the generator's rate (0 pauses, max unpaced)
+ *   /squall/gen[,PORT]    a generator's rate and counters
+ *   /squall/gen_rate,PPS[,PORT]  set a generator's rate (0 pauses, max unpaced)
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -158,13 +158,13 @@ cmd_latency_reset(const char *cmd, const char *params, struct rte_tel_data *d)
 static int
 cmd_gen(const char *cmd, const char *params, struct rte_tel_data *d)
 {
+	int idx = mgr_gen_find(tel_mgr, params);
 	struct gen_stats st;
 
 	(void)cmd;
-	(void)params;
-	if (tel_mgr->gen == NULL)
-		return -ENOENT;
-	mgr_gen_stats(tel_mgr, &st);
+	if (idx < 0)
+		return idx;
+	mgr_gen_stats(tel_mgr, idx, &st);
 	rte_tel_data_start_dict(d);
 	rte_tel_data_add_dict_u64(d, "rate_pps", st.rate_pps);
 	rte_tel_data_add_dict_u64(d, "sent_pkts", st.sent_pkts);
@@ -174,25 +174,33 @@ cmd_gen(const char *cmd, const char *params, struct rte_tel_data *d)
 	return 0;
 }
 
-/* "/squall/gen_rate,PPS": PPS packets per second, 0 pauses, "max" unpaced. */
+/* "/squall/gen_rate,PPS[,PORT]": PPS packets per second, 0 pauses, "max"
+ * unpaced; PORT picks a generator when there are several (default: the first). */
 static int
 cmd_gen_rate(const char *cmd, const char *params, struct rte_tel_data *d)
 {
+	char buf[64], *save = NULL, *pps, *port;
 	uint64_t rate;
 	char *end;
+	int idx;
 
 	(void)cmd;
-	if (tel_mgr->gen == NULL || params == NULL || *params == '\0')
+	if (params == NULL || snprintf(buf, sizeof(buf), "%s", params) >= (int)sizeof(buf))
 		return -EINVAL;
-	if (strcmp(params, "max") == 0) {
+	pps = strtok_r(buf, ",", &save);
+	port = strtok_r(NULL, ",", &save);
+	idx = mgr_gen_find(tel_mgr, port);
+	if (pps == NULL || idx < 0)
+		return -EINVAL;
+	if (strcmp(pps, "max") == 0) {
 		rate = UINT64_MAX;
 	} else {
 		errno = 0;
-		rate = strtoull(params, &end, 10);
+		rate = strtoull(pps, &end, 10);
 		if (errno != 0 || *end != '\0' || rate > 1000000000ull)
 			return -EINVAL;
 	}
-	mgr_gen_set_rate(tel_mgr, rate);
+	mgr_gen_set_rate(tel_mgr, idx, rate);
 	rte_tel_data_start_dict(d);
 	rte_tel_data_add_dict_u64(d, "rate_pps", rate);
 	return 0;
@@ -283,10 +291,12 @@ mgr_telemetry_init(struct mgr *mgr)
 				       "Per-chain counters. No parameters") < 0 ||
 	    rte_telemetry_register_cmd("/squall/drop_causes", cmd_drop_causes,
 				       "What each drop counter means. No parameters") < 0 ||
-	    rte_telemetry_register_cmd("/squall/gen", cmd_gen,
-				       "Generator rate and counters. No parameters") < 0 ||
+	    rte_telemetry_register_cmd(
+		    "/squall/gen", cmd_gen,
+		    "Generator rate and counters. Parameter: PORT (default: the first)") < 0 ||
 	    rte_telemetry_register_cmd("/squall/gen_rate", cmd_gen_rate,
-				       "Set the generator rate. Parameter: pps, 0 or max") < 0 ||
+				       "Set a generator's rate. Parameters: PPS|0|max[,PORT]") <
+		    0 ||
 	    rte_telemetry_register_cmd("/squall/wake", cmd_wake,
 				       "Set a service's wake policy. Parameters: SERVICE,"
 				       "min|fixed|adaptive[,THRESH_PKTS[,TIMEOUT_US]]") < 0 ||

@@ -143,6 +143,11 @@ test_defaults(void)
 	CHECK(cfg.services[0].burst_max == 32);
 	CHECK(cfg.services[0].batch_budget_pkts == 256);
 	CHECK(cfg.services[0].spin_ns == 20000);
+	CHECK(cfg.services[0].wake.policy == SQ_WAKE_MIN);
+	CHECK(cfg.services[0].wake.timeout_ns == 100000);
+	CHECK(cfg.services[0].wake.t_lat_pkts == 36);
+	CHECK(cfg.services[0].priority == 0 && cfg.services[0].nice == 0);
+	CHECK(cfg.n_gens == 0 && cfg.chain_priority == 0);
 
 	CHECK(cfg.n_chains == 1);
 	CHECK(cfg.chains[0].n_hops == 1);
@@ -153,6 +158,27 @@ test_defaults(void)
 	CHECK(!cfg.rules[0].has_dst_mac);
 	CHECK(cfg.rules[0].chain == 0);
 	CHECK(cfg.rules[0].out_port == 0);
+	sq_config_free(&cfg);
+}
+
+static void
+test_wake_and_generator(void)
+{
+	const struct sq_cfg_service *svc = &cfg.services[0];
+	int ret;
+
+	ret = sq_config_load("configs/good_wake_gen.yaml", tmp_dir, &cfg, err, sizeof(err));
+	if (!CHECK(ret == 0))
+		printf("     %s\n", err);
+	CHECK(svc->wake.policy == SQ_WAKE_FIXED);
+	CHECK(svc->wake.thresh_pkts == 8);
+	CHECK(svc->wake.timeout_ns == 250000);
+	CHECK(svc->priority == 5 && svc->nice == -3);
+	CHECK(cfg.n_gens == 1);
+	CHECK(cfg.gens[0].port == 0 && cfg.gens[0].rate_pps == 1000);
+	CHECK(cfg.gens[0].n_sizes == 2 && cfg.gens[0].sizes[1] == 1518);
+	CHECK(cfg.gens[0].flows == 7 && cfg.gens[0].has_dst_mac);
+	CHECK(cfg.gens[0].dst_mac.addr_bytes[5] == 9);
 	sq_config_free(&cfg);
 }
 
@@ -249,9 +275,9 @@ static const struct {
 	{"bad_manager_null", "1: manager: expected a mapping, got nothing"},
 	{"bad_ports_mapping", "2: ports: expected a sequence of 1 to 16 entries, got a mapping"},
 	{"bad_empty_seq", "7: chains: expected 1 to 64 entries, got 0"},
-	{"bad_int_seq", "7: services[0].instances: expected an integer from 1 to 4096, got a "
+	{"bad_int_seq", "7: services[0].instances: expected an integer from 1 to 16384, got a "
 			"sequence"},
-	{"bad_int_word", "7: services[0].instances: expected an integer from 1 to 4096, got "
+	{"bad_int_word", "7: services[0].instances: expected an integer from 1 to 16384, got "
 			 "\"many\""},
 	{"bad_int_junk", "2: manager.region_mb: expected an integer from 16 to 65536, got "
 			 "\"256MB\""},
@@ -294,6 +320,15 @@ static const struct {
 	{"bad_exec_relative", "6: services[0].exec: \"./no-such-nf\" not found (looked for "
 			      "\"configs/./no-such-nf\")"},
 	{"bad_exec_absolute", "6: services[0].exec: \"/nonexistent/squall-nf\" not found"},
+	{"bad_wake_policy", "7: services[0].wake.policy: expected \"min\", \"fixed\" or "
+			    "\"adaptive\", got \"sometimes\""},
+	{"bad_wake_bounds", "7: services[0].wake.min_pkts: 10 is above max_pkts 4"},
+	{"bad_priority", "7: services[0].priority: expected an integer from 0 to 99, got "
+			 "\"100\""},
+	{"bad_gen_dup_port", "13: generator[1].port: port \"in\" has a generator already (line "
+			     "13)"},
+	{"bad_gen_size", "13: generator.sizes[1]: expected an integer from 64 to 1518, got "
+			 "\"2000\""},
 };
 
 static void
@@ -442,6 +477,7 @@ main(void)
 	}
 	test_defaults();
 	test_every_key();
+	test_wake_and_generator();
 	test_bad_configs();
 	test_exec_errors();
 	test_exec_resolution();
