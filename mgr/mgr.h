@@ -180,6 +180,7 @@ struct mgr {
 	/* mbufs the ports keep for themselves (af_xdp's fill ring), measured
 	 * after they start and before any traffic; never returned by 22.11's af_xdp. */
 	unsigned int mbufs_port_reserved;
+	uint64_t nf_rings_bytes; /* region memory of every NF's rx and tx ring */
 };
 
 /* region.c */

@@ -61,6 +61,7 @@ init_nf(struct mgr *mgr, struct mgr_nf *nf, uint16_t service, uint16_t instance)
 				    &nf->tx);
 	if (ret < 0)
 		return ret;
+	mgr->nf_rings_bytes += 2 * (uint64_t)rte_ring_get_memsize(cs->ring_slots);
 
 	memset(ctl, 0, sizeof(*ctl));
 	ctl->id = nf->id;

@@ -73,6 +73,9 @@ mgr_stats_visit_totals(const struct mgr *mgr, struct stats_sink *s)
 	s->u64(s, "mbufs_total", mgr->pool != NULL ? mgr->pool->size : 0);
 	s->u64(s, "nfs_live", nfs_live(mgr));
 	s->u64(s, "nfs_total", mgr->n_nfs);
+	/* What the NFs take in the region: their control blocks and rings. */
+	s->u64(s, "nf_ctl_bytes", (uint64_t)mgr->n_nfs * sizeof(struct sq_nf_ctl));
+	s->u64(s, "nf_rings_bytes", mgr->nf_rings_bytes);
 	s->begin(s, "drops");
 	for (int c = 0; c < SQ_DROP_MAX; c++)
 		s->u64(s, sq_drop_keys[c], t.drops[c]);
