@@ -365,6 +365,22 @@ nf_sleep(struct sq_nf *nf)
 	atomic_store(&nf->ctl->state, SQ_NF_AWAKE);
 }
 
+/* The manager ended this NF's flow: everything of it is handled (our queue
+ * is empty), so clean the state up and say so; the manager then returns the
+ * NF to its service's idle pool for the next flow. */
+static void
+end_flow_if_asked(struct sq_nf *nf)
+{
+	uint32_t gen = atomic_load_explicit(&nf->ctl->flow_gen, memory_order_acquire);
+
+	if (gen == atomic_load_explicit(&nf->ctl->flow_gen_done, memory_order_relaxed))
+		return;
+	if (nf->cleaner_fn != NULL)
+		nf->cleaner_fn(nf->cleaner_arg);
+	nf->ctl->flows_cleaned++;
+	atomic_store_explicit(&nf->ctl->flow_gen_done, gen, memory_order_release);
+}
+
 static void
 nf_loop(struct sq_nf *nf)
 {
@@ -387,11 +403,13 @@ nf_loop(struct sq_nf *nf)
 		}
 		done_pkts = 0;
 		if (poll_mode) {
+			end_flow_if_asked(nf);
 			rte_pause();
 			if (++empty_polls % POLL_CHECK_EVERY == 0 && mgr_is_gone(nf))
 				nf->stop_local = 1;
 			continue;
 		}
+		end_flow_if_asked(nf);
 		if (spin_for_pkts(nf))
 			continue;
 		nf_sleep(nf);

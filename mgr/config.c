@@ -564,11 +564,15 @@ enum {
 	MGR_NF_CORE,
 	MGR_RX_BURST,
 	MGR_CHAIN_PRIO,
+	MGR_MAX_FLOWS,
+	MGR_FLOW_IDLE,
+	MGR_FLOW_LINGER,
 	MGR_N_KEYS
 };
 static const char *const mgr_keys[MGR_N_KEYS] = {
-	"name",    "region_mb", "mbufs",          "mbuf_data_room", "stats_interval_ms",
-	"nf_core", "rx_burst",  "chain_priority",
+	"name",           "region_mb", "mbufs",          "mbuf_data_room", "stats_interval_ms",
+	"nf_core",        "rx_burst",  "chain_priority", "max_flows",      "flow_idle_timeout_ms",
+	"flow_linger_ms",
 };
 
 static int
@@ -601,6 +605,14 @@ parse_manager(struct ctx *c, const yaml_node_t *node)
 	if (ret == 0)
 		ret = get_u32(c, v[MGR_CHAIN_PRIO], b, "chain_priority", 0, 90,
 			      &cfg->chain_priority);
+	if (ret == 0)
+		ret = get_u32(c, v[MGR_MAX_FLOWS], b, "max_flows", 1024, 16777216, &cfg->max_flows);
+	if (ret == 0)
+		ret = get_u32(c, v[MGR_FLOW_IDLE], b, "flow_idle_timeout_ms", 1, 3600000,
+			      &cfg->flow_idle_timeout_ms);
+	if (ret == 0)
+		ret = get_u32(c, v[MGR_FLOW_LINGER], b, "flow_linger_ms", 0, 600000,
+			      &cfg->flow_linger_ms);
 	return ret;
 }
 
@@ -673,6 +685,41 @@ parse_ports(struct ctx *c, const yaml_node_t *node)
 	return ret;
 }
 
+/* One of a fixed set of words, stored as its index. */
+static int
+get_word(struct ctx *c, const yaml_node_t *node, const char *base, const char *key,
+	 const char *const *words, uint32_t n_words, uint32_t *out)
+{
+	char want[128] = "";
+	size_t off = 0;
+	const char *s;
+
+	if (node == NULL)
+		return 0;
+	s = scalar_text(node);
+	for (uint32_t i = 0; s != NULL && i < n_words; i++) {
+		if (strcmp(s, words[i]) == 0) {
+			*out = i;
+			return 0;
+		}
+	}
+	for (uint32_t i = 0; i < n_words && off < sizeof(want); i++)
+		off += (size_t)snprintf(want + off, sizeof(want) - off, "%s\"%s\"",
+					i == 0 ? "" : (i + 1 == n_words ? " or " : ", "), words[i]);
+	return fail(c, node, base, key, "expected %s, got %s", want, describe(c, node));
+}
+
+static const char *const assign_words[] = {
+	[SQ_ASSIGN_RSS] = "rss",
+	[SQ_ASSIGN_PER_FLOW] = "per-flow",
+	[SQ_ASSIGN_ROUND_ROBIN] = "round-robin",
+};
+
+static const char *const fallback_words[] = {
+	[SQ_FALLBACK_DROP] = "drop",
+	[SQ_FALLBACK_RSS] = "rss",
+};
+
 enum { WAKE_POLICY, WAKE_THRESH, WAKE_TIMEOUT, WAKE_MIN, WAKE_MAX, WAKE_T_LAT, WAKE_N_KEYS };
 static const char *const wake_keys[WAKE_N_KEYS] = {
 	"policy", "thresh_pkts", "timeout_us", "min_pkts", "max_pkts", "t_lat_pkts",
@@ -729,12 +776,15 @@ enum {
 	SVC_WAKE,
 	SVC_PRIORITY,
 	SVC_NICE,
+	SVC_POOL_IDLE,
+	SVC_POOL_FALLBACK,
 	SVC_N_KEYS
 };
 static const char *const svc_keys[SVC_N_KEYS] = {
-	"name",      "exec",       "args",      "mode",
-	"instances", "ring_slots", "burst_max", "batch_budget_pkts",
-	"spin_us",   "wake",       "priority",  "nice",
+	"name",      "exec",          "args",      "mode",
+	"instances", "ring_slots",    "burst_max", "batch_budget_pkts",
+	"spin_us",   "wake",          "priority",  "nice",
+	"pool_idle", "pool_fallback",
 };
 
 static int
@@ -783,6 +833,13 @@ parse_service(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_c
 		ret = get_u32(c, v[SVC_PRIORITY], b, "priority", 0, 99, &svc->priority);
 	if (ret == 0)
 		ret = get_i32(c, v[SVC_NICE], b, "nice", -20, 19, &svc->nice);
+	svc->pool_idle = svc->instances;
+	if (ret == 0)
+		ret = get_u32(c, v[SVC_POOL_IDLE], b, "pool_idle", 0, svc->instances,
+			      &svc->pool_idle);
+	if (ret == 0)
+		ret = get_word(c, v[SVC_POOL_FALLBACK], b, "pool_fallback", fallback_words,
+			       RTE_DIM(fallback_words), &svc->pool_fallback);
 	svc->spin_ns = (uint64_t)spin_us * 1000;
 	return ret;
 }
@@ -867,8 +924,18 @@ parse_chains(struct ctx *c, const yaml_node_t *node)
 	return ret;
 }
 
-enum { RULE_IN_PORT, RULE_DST_MAC, RULE_CHAIN, RULE_OUT_PORT, RULE_N_KEYS };
-static const char *const rule_keys[RULE_N_KEYS] = {"in_port", "dst_mac", "chain", "out_port"};
+enum {
+	RULE_IN_PORT,
+	RULE_DST_MAC,
+	RULE_CHAIN,
+	RULE_OUT_PORT,
+	RULE_ASSIGN,
+	RULE_NF_PRIO,
+	RULE_N_KEYS
+};
+static const char *const rule_keys[RULE_N_KEYS] = {
+	"in_port", "dst_mac", "chain", "out_port", "assign", "nf_priority",
+};
 
 static int
 parse_rule(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_cfg_rule *rule)
@@ -889,6 +956,11 @@ parse_rule(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_cfg_
 	if (ret == 0)
 		ret = get_ref(c, v[RULE_OUT_PORT], b, "out_port", "port", sq_config_port_index,
 			      &out_port);
+	if (ret == 0)
+		ret = get_word(c, v[RULE_ASSIGN], b, "assign", assign_words, RTE_DIM(assign_words),
+			       &rule->assign);
+	if (ret == 0)
+		ret = get_u32(c, v[RULE_NF_PRIO], b, "nf_priority", 0, 99, &rule->nf_priority);
 	rule->in_port = (int16_t)in_port;
 	rule->chain = (uint16_t)chain;
 	rule->out_port = (uint16_t)out_port;
@@ -1086,6 +1158,9 @@ set_defaults(struct sq_config *cfg)
 	cfg->stats_interval_ms = 1000;
 	cfg->nf_core = -1;
 	cfg->rx_burst = 32;
+	cfg->max_flows = 65536;
+	cfg->flow_idle_timeout_ms = 10000;
+	cfg->flow_linger_ms = 200;
 }
 
 int

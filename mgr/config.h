@@ -60,8 +60,10 @@ struct sq_cfg_service {
 	uint32_t batch_budget_pkts; /* default 256 */
 	uint64_t spin_ns;           /* default 20000 */
 	struct sq_cfg_wake wake;
-	uint32_t priority; /* SCHED_RR priority 1..99; 0 = the normal scheduler */
-	int32_t nice;      /* for the normal scheduler, -20..19 */
+	uint32_t pool_idle;     /* per-flow: idle NFs to keep ready; default: all instances */
+	uint32_t pool_fallback; /* enum sq_pool_fallback; default drop */
+	uint32_t priority;      /* SCHED_RR priority 1..99; 0 = the normal scheduler */
+	int32_t nice;           /* for the normal scheduler, -20..19 */
 	int line;
 };
 
@@ -72,12 +74,28 @@ struct sq_cfg_chain {
 	int line;
 };
 
+/* How a rule's packets are spread over the instances of each hop's service
+ * (DESIGN §6, seed 000 §3.2). */
+enum sq_assign {
+	SQ_ASSIGN_RSS = 0,         /* symmetric hash of the 5-tuple mod live instances */
+	SQ_ASSIGN_PER_FLOW = 1,    /* an idle NF of the pool per flow, returned at its end */
+	SQ_ASSIGN_ROUND_ROBIN = 2, /* new flows to instances in turn, then sticky */
+};
+
+/* When a per-flow service's idle pool is empty. */
+enum sq_pool_fallback {
+	SQ_FALLBACK_DROP = 0, /* drop the new flow's packets, counted as pool_empty */
+	SQ_FALLBACK_RSS = 1,  /* share a busy NF, chosen by the flow hash */
+};
+
 struct sq_cfg_rule {
 	int16_t in_port; /* index into ports[], -1: any */
 	bool has_dst_mac;
 	struct rte_ether_addr dst_mac;
-	uint16_t chain;    /* index into chains[] */
-	uint16_t out_port; /* index into ports[] */
+	uint16_t chain;       /* index into chains[] */
+	uint16_t out_port;    /* index into ports[] */
+	uint32_t assign;      /* enum sq_assign; default rss */
+	uint32_t nf_priority; /* SCHED_RR priority of a flow's NFs while it lasts; 0 = keep */
 	int line;
 };
 
@@ -113,6 +131,9 @@ struct sq_config {
 	/* chain-position-aware priorities (seed 000 Fig 8): hop i of a chain
 	 * runs at SCHED_RR chain_priority + i; 0 = off */
 	uint32_t chain_priority;
+	uint32_t max_flows;            /* flow table size; default 65536 */
+	uint32_t flow_idle_timeout_ms; /* UDP and unclean ends; default 10000 */
+	uint32_t flow_linger_ms;       /* after FIN both ways or RST; default 200 */
 
 	struct sq_cfg_port ports[SQ_MAX_PORTS];
 	uint16_t n_ports;

@@ -250,7 +250,7 @@ start(struct mgr *mgr, const struct options *o, char *err, size_t err_len)
 	if (ret < 0)
 		return ret;
 	if (mgr_role_init(mgr, &mgr->rx) < 0 || mgr_role_init(mgr, &mgr->tx) < 0 ||
-	    mgr_tx_init(mgr) < 0)
+	    mgr_tx_init(mgr) < 0 || mgr_director_init(mgr) < 0)
 		return -ENOMEM;
 	ret = mgr_ports_init(mgr, err, err_len);
 	if (ret < 0)
@@ -300,6 +300,7 @@ shutdown_mgr(struct mgr *mgr, const struct options *o, bool rx_elsewhere)
 	}
 	mgr_nfs_free(mgr);
 	mgr_gen_free(mgr);
+	mgr_director_free(mgr);
 	mgr_tx_free(mgr);
 	mgr_role_free(&mgr->rx);
 	mgr_role_free(&mgr->tx);

@@ -18,6 +18,7 @@
 #include <squall/region.h>
 
 #include "config.h"
+#include "director.h"
 #include "latency.h"
 
 extern int sq_logtype_mgr;
@@ -39,7 +40,10 @@ extern int sq_logtype_mgr;
 	_(NF_DIED, nf_died, "queued for an nf that died")               \
 	_(OVERSIZE, oversize, "frame larger than the port accepts")     \
 	_(HOP_LIMIT, hop_limit, "too many nf hops (loop)")              \
-	_(SHUTDOWN, shutdown, "in flight at shutdown")
+	_(SHUTDOWN, shutdown, "in flight at shutdown")                  \
+	_(STRAY, stray, "tcp packet of no flow and no syn")             \
+	_(POOL_EMPTY, pool_empty, "no idle nf for a new flow")          \
+	_(FLOW_TABLE_FULL, flow_table_full, "flow table full")
 #define SQ_DROP_ENUM(sym, key, str) SQ_DROP_##sym,
 enum sq_drop { SQ_FOREACH_DROP(SQ_DROP_ENUM) SQ_DROP_MAX };
 extern const char *const sq_drop_keys[SQ_DROP_MAX];
@@ -166,6 +170,8 @@ struct mgr {
 	uint32_t *active;
 	uint32_t n_active;
 	struct rte_ring *activations;
+	struct director *dir; /* flow table and idle pools */
+	_Atomic uint64_t tx_rounds;
 	struct gen *gens; /* the generators of the config, if any */
 	uint16_t n_gens;
 
@@ -227,6 +233,9 @@ void mgr_role_free(struct role_ctx *role);
 /* @return the NF chosen, or NULL if the packet was dropped (no live NF). */
 struct mgr_nf *mgr_steer_to_service(struct mgr *mgr, struct role_ctx *role, uint16_t service,
 				    struct rte_mbuf *pkt);
+/* Stage @p pkt for @p nf. @return @p nf. */
+struct mgr_nf *mgr_steer_to_nf(struct mgr *mgr, struct role_ctx *role, struct mgr_nf *nf,
+			       struct rte_mbuf *pkt);
 void mgr_steer_to_port(struct mgr *mgr, struct role_ctx *role, uint16_t port, struct rte_mbuf *pkt);
 void mgr_steer_flush(struct mgr *mgr, struct role_ctx *role);
 void mgr_drop(struct role_stats *st, enum sq_drop cause, struct rte_mbuf *pkt);
@@ -245,6 +254,8 @@ int mgr_nfs_spawn_all(struct mgr *mgr);
 unsigned int mgr_nfs_poll(struct mgr *mgr);
 void mgr_nfs_stop_all(struct mgr *mgr);
 void mgr_nfs_free(struct mgr *mgr);
+int mgr_nfs_spawn(struct mgr *mgr, struct mgr_nf *nf);
+bool mgr_nf_is_ready(const struct mgr_nf *nf);
 const char *mgr_nf_state_name(uint32_t state);
 
 /* stats.c */

@@ -151,8 +151,8 @@ apply_priority(struct mgr *mgr, struct mgr_nf *nf)
 
 /* The NF's argv: its exec, the config's args. The region and NF id go in the
  * environment, so NF options stay the NF author's own. */
-static int
-spawn_nf(struct mgr *mgr, struct mgr_nf *nf)
+int
+mgr_nfs_spawn(struct mgr *mgr, struct mgr_nf *nf)
 {
 	const struct sq_cfg_service *cs = &mgr->cfg->services[nf->service];
 	char *argv[SQ_MAX_NF_ARGS + 2];
@@ -208,8 +208,8 @@ spawn_nf(struct mgr *mgr, struct mgr_nf *nf)
 	return 0;
 }
 
-static bool
-nf_is_ready(const struct mgr_nf *nf)
+bool
+mgr_nf_is_ready(const struct mgr_nf *nf)
 {
 	uint32_t state = atomic_load(&nf->ctl->state);
 
@@ -225,7 +225,7 @@ wait_ready(struct mgr *mgr, struct mgr_nf *nf)
 	uint64_t deadline = rte_rdtsc() + rte_get_tsc_hz() / 1000 * NF_READY_TIMEOUT_MS;
 	int status;
 
-	while (!nf_is_ready(nf)) {
+	while (!mgr_nf_is_ready(nf)) {
 		if (waitpid(nf->pid, &status, WNOHANG) == nf->pid) {
 			MGR_LOG(ERR, "%s#%u (pid %d) exited during start with %s %d\n",
 				nf->ctl->service, nf->instance, nf->pid,
@@ -248,20 +248,32 @@ wait_ready(struct mgr *mgr, struct mgr_nf *nf)
 	return 0;
 }
 
+/* Every NF of the config, one after another; a per-flow service only its
+ * pool's idle target (the director spawns the rest as flows need them). */
 int
 mgr_nfs_spawn_all(struct mgr *mgr)
 {
+	uint32_t started = 0;
 	int ret;
 
-	for (uint32_t i = 0; i < mgr->n_nfs; i++) {
-		ret = spawn_nf(mgr, &mgr->nfs[i]);
-		if (ret < 0)
-			return ret;
-		ret = wait_ready(mgr, &mgr->nfs[i]);
-		if (ret < 0)
-			return ret;
+	for (uint16_t s = 0; s < mgr->cfg->n_services; s++) {
+		const struct mgr_service *svc = &mgr->services[s];
+		uint32_t n = RTE_MIN(mgr_director_initial_nfs(mgr, s), svc->n_nfs);
+
+		for (uint32_t i = 0; i < n; i++) {
+			struct mgr_nf *nf = &mgr->nfs[svc->first_nf + i];
+
+			ret = mgr_nfs_spawn(mgr, nf);
+			if (ret < 0)
+				return ret;
+			ret = wait_ready(mgr, nf);
+			if (ret < 0)
+				return ret;
+			mgr_director_nf_ready(mgr, nf);
+		}
+		started += n;
 	}
-	MGR_LOG(NOTICE, "%u NFs running\n", mgr->n_nfs);
+	MGR_LOG(NOTICE, "%u NFs running\n", started);
 	return 0;
 }
 

@@ -158,7 +158,11 @@ rx_one(struct mgr *mgr, uint16_t port_idx, struct rte_mbuf *pkt, uint64_t now_ts
 		.rx_tsc = now_tsc,
 	};
 	mgr->chains[rule->chain].rx_pkts++;
-	nf = mgr_steer_to_service(mgr, role, mgr->cfg->chains[rule->chain].services[0], pkt);
+	if (rule->assign == SQ_ASSIGN_RSS)
+		nf = mgr_steer_to_service(mgr, role, mgr->cfg->chains[rule->chain].services[0],
+					  pkt);
+	else
+		nf = mgr_director_steer(mgr, role, rule, pkt);
 	/* The end of a connection wakes its NF at once (seed 000 §4). */
 	if (nf != NULL && unlikely(is_fin_or_rst(pkt)))
 		role->stages[nf->id].urgent = true;
@@ -211,6 +215,7 @@ mgr_rx_poll(struct mgr *mgr)
 		moved += rx_port(mgr, p);
 	mgr_steer_flush(mgr, &mgr->rx);
 	mgr_wakeup_poll(mgr, &mgr->rx);
+	mgr_director_poll(mgr);
 	atomic_fetch_add_explicit(&mgr->rx_rounds, 1, memory_order_release);
 	return moved;
 }

@@ -138,6 +138,7 @@ visit_nf(const struct mgr *mgr, const struct mgr_nf *nf, struct stats_sink *s)
 	s->u64(s, "bursts", ctl->bursts);
 	s->u64(s, "sleeps", ctl->sleeps);
 	s->u64(s, "sleep_cancels", ctl->sleep_cancels);
+	s->u64(s, "flows_cleaned", ctl->flows_cleaned);
 	s->u64(s, "wakes", ctl->wakes);
 	s->u64(s, "tx_full_spins", ctl->tx_full_spins);
 	s->u64(s, "handler_cycles", ctl->handler_tsc);
@@ -215,6 +216,41 @@ mgr_stats_visit_chains(const struct mgr *mgr, struct stats_sink *s)
 		s->u64(s, "tx_pkts", mgr->chains[c].tx_pkts);
 		s->u64(s, "visits_mismatch", mgr->chains[c].visits_mismatch);
 		visit_latency(&mgr->chains[c].lat, s);
+		s->end(s);
+	}
+}
+
+void
+mgr_stats_visit_flows(const struct mgr *mgr, struct stats_sink *s)
+{
+	struct director_stats st;
+
+	mgr_director_stats(mgr, &st);
+	s->u64(s, "flows_active", st.flows_active);
+	s->u64(s, "flows_created", st.flows_created);
+	s->u64(s, "flows_closed", st.flows_closed);
+	s->u64(s, "flows_idle_expired", st.flows_idle_expired);
+	s->u64(s, "flows_ended", st.flows_ended);
+}
+
+void
+mgr_stats_visit_pools(const struct mgr *mgr, struct stats_sink *s)
+{
+	for (uint16_t i = 0; i < mgr->cfg->n_services; i++) {
+		const char *name = mgr->cfg->services[i].name;
+		struct pool_stats ps;
+		char key[SQ_CFG_NAME_LEN];
+
+		mgr_director_pool_stats(mgr, i, &ps);
+		key_from(key, sizeof(key), name);
+		s->begin(s, key);
+		s->str(s, "name", name);
+		s->u64(s, "pooled", ps.pooled);
+		s->u64(s, "size", ps.size);
+		s->u64(s, "started", ps.started);
+		s->u64(s, "idle", ps.idle);
+		s->u64(s, "assigned", ps.assigned);
+		s->u64(s, "empty", ps.empty);
 		s->end(s);
 	}
 }
@@ -306,6 +342,12 @@ mgr_stats_write_json(struct mgr *mgr, const char *path)
 	json_end(&j.sink);
 	json_begin(&j.sink, "chains");
 	mgr_stats_visit_chains(mgr, &j.sink);
+	json_end(&j.sink);
+	json_begin(&j.sink, "flows");
+	mgr_stats_visit_flows(mgr, &j.sink);
+	json_end(&j.sink);
+	json_begin(&j.sink, "pools");
+	mgr_stats_visit_pools(mgr, &j.sink);
 	json_end(&j.sink);
 	fputs("\n}\n", j.f);
 	if (fclose(j.f) != 0)

@@ -19,5 +19,7 @@ void mgr_stats_visit_totals(const struct mgr *mgr, struct stats_sink *s);
 void mgr_stats_visit_ports(const struct mgr *mgr, struct stats_sink *s);
 void mgr_stats_visit_nfs(const struct mgr *mgr, struct stats_sink *s, uint32_t first, uint32_t max);
 void mgr_stats_visit_chains(const struct mgr *mgr, struct stats_sink *s);
+void mgr_stats_visit_flows(const struct mgr *mgr, struct stats_sink *s);
+void mgr_stats_visit_pools(const struct mgr *mgr, struct stats_sink *s);
 
 #endif

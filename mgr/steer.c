@@ -96,26 +96,31 @@ flush_nf(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id)
 }
 
 struct mgr_nf *
-mgr_steer_to_service(struct mgr *mgr, struct role_ctx *role, uint16_t service, struct rte_mbuf *pkt)
+mgr_steer_to_nf(struct mgr *mgr, struct role_ctx *role, struct mgr_nf *nf, struct rte_mbuf *pkt)
 {
-	struct sq_pkt_meta *meta = sq_pkt_meta(pkt);
-	struct mgr_nf *nf = pick_instance(mgr, service, meta->flow_hash);
-	struct nf_stage *stage;
+	struct nf_stage *stage = &role->stages[nf->id];
 
-	if (unlikely(nf == NULL)) {
-		mgr_drop(&role->stats, SQ_DROP_NO_NF, pkt);
-		return NULL;
-	}
-	stage = &role->stages[nf->id];
 	if (stage->n == 0)
 		role->touched[role->n_touched++] = nf->id;
 	else if (unlikely(stage->n == SQ_NF_BURST_MAX))
 		flush_nf(mgr, role, nf->id); /* stays on the touched list */
 	/* Set before the enqueue: once in the ring the NF may already hold it,
 	 * and a crash reclaim finds the packets an NF held by this tag. */
-	meta->owner = nf->id + 1;
+	sq_pkt_meta(pkt)->owner = nf->id + 1;
 	stage->pkts[stage->n++] = pkt;
 	return nf;
+}
+
+struct mgr_nf *
+mgr_steer_to_service(struct mgr *mgr, struct role_ctx *role, uint16_t service, struct rte_mbuf *pkt)
+{
+	struct mgr_nf *nf = pick_instance(mgr, service, sq_pkt_meta(pkt)->flow_hash);
+
+	if (unlikely(nf == NULL)) {
+		mgr_drop(&role->stats, SQ_DROP_NO_NF, pkt);
+		return NULL;
+	}
+	return mgr_steer_to_nf(mgr, role, nf, pkt);
 }
 
 static void

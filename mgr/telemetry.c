@@ -7,6 +7,8 @@
  *   /squall/nfs[,FIRST]   per-NF state and counters, NFS_PAGE at a time
  *   /squall/chains        per-chain counters
  *   /squall/drop_causes   each drop key with its user-facing description
+ *   /squall/flows         flow table counters (per-flow and round-robin rules)
+ *   /squall/pools         per service: pool size, started, idle, assigned, empty
  *   /squall/latency_reset clear every chain's latency histogram
  *   /squall/wake,SVC,POLICY[,THRESH[,TIMEOUT_US]]  a service's wake policy, now
  *   /squall/gen[,PORT]    a generator's rate and counters
@@ -266,6 +268,30 @@ cmd_wake(const char *cmd, const char *params, struct rte_tel_data *d)
 }
 
 static int
+cmd_flows(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	struct tel_sink t;
+
+	(void)cmd;
+	(void)params;
+	tel_sink_init(&t, d);
+	mgr_stats_visit_flows(tel_mgr, &t.sink);
+	return 0;
+}
+
+static int
+cmd_pools(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	struct tel_sink t;
+
+	(void)cmd;
+	(void)params;
+	tel_sink_init(&t, d);
+	mgr_stats_visit_pools(tel_mgr, &t.sink);
+	return 0;
+}
+
+static int
 cmd_drop_causes(const char *cmd, const char *params, struct rte_tel_data *d)
 {
 	(void)cmd;
@@ -297,6 +323,10 @@ mgr_telemetry_init(struct mgr *mgr)
 	    rte_telemetry_register_cmd("/squall/gen_rate", cmd_gen_rate,
 				       "Set a generator's rate. Parameters: PPS|0|max[,PORT]") <
 		    0 ||
+	    rte_telemetry_register_cmd("/squall/flows", cmd_flows,
+				       "Flow table counters. No parameters") < 0 ||
+	    rte_telemetry_register_cmd("/squall/pools", cmd_pools,
+				       "Per-service idle pools. No parameters") < 0 ||
 	    rte_telemetry_register_cmd("/squall/wake", cmd_wake,
 				       "Set a service's wake policy. Parameters: SERVICE,"
 				       "min|fixed|adaptive[,THRESH_PKTS[,TIMEOUT_US]]") < 0 ||

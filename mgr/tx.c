@@ -31,7 +31,14 @@ verdict_next(struct mgr *mgr, struct role_ctx *role, struct rte_mbuf *pkt, struc
 
 	meta->hop++;
 	if (meta->hop < chain->n_hops) {
-		mgr_steer_to_service(mgr, role, chain->services[meta->hop], pkt);
+		struct mgr_nf *nf = meta->flow_id != 0
+					    ? mgr_director_flow_nf(mgr, meta->flow_id, meta->hop)
+					    : NULL;
+
+		if (nf != NULL)
+			mgr_steer_to_nf(mgr, role, nf, pkt);
+		else
+			mgr_steer_to_service(mgr, role, chain->services[meta->hop], pkt);
 		return;
 	}
 	/* Each hop's libsquall counts itself in nf_visits: a mismatch means a
@@ -194,6 +201,7 @@ mgr_tx_poll(struct mgr *mgr)
 	}
 	mgr_steer_flush(mgr, &mgr->tx);
 	mgr_wakeup_poll(mgr, &mgr->tx);
+	atomic_fetch_add_explicit(&mgr->tx_rounds, 1, memory_order_release);
 	if (moved > 0)
 		mgr->last_pkt_tsc = rte_rdtsc();
 	return moved;

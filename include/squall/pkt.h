@@ -51,8 +51,10 @@ struct sq_pkt_meta {
 	uint16_t out_port;  /* the rule's egress port */
 	uint32_t flow_hash; /* symmetric hash of the 5-tuple */
 	uint32_t sig;       /* written by the sig NF */
-	uint64_t rx_tsc;    /* TSC when the manager received it */
-	uint64_t user[2];   /* free for NFs */
+	uint32_t flow_id;   /* manager only: the flow table entry + 1, 0 = none */
+	uint32_t pad;
+	uint64_t rx_tsc;  /* TSC when the manager received it */
+	uint64_t user[2]; /* free for NFs */
 };
 
 #define SQ_PKT_META_SIZE RTE_ALIGN_CEIL(sizeof(struct sq_pkt_meta), RTE_MBUF_PRIV_ALIGN)

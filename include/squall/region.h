@@ -70,7 +70,9 @@ struct sq_nf_ctl {
 
 	/* Written by the manager at run time. */
 	alignas(RTE_CACHE_LINE_SIZE) _Atomic uint32_t stop; /* 1: leave the loop */
-	uint32_t pad0;
+	/* Flows ended (per-flow NFs): when it differs from flow_gen_done, the NF
+	 * finishes its queue, runs its state cleaner and sets flow_gen_done. */
+	_Atomic uint32_t flow_gen;
 	uint64_t wakes; /* FUTEX_WAKEs sent */
 
 	/* The NF's state word: NF writes AWAKE/ASLEEP; manager ASLEEP->WAKING. */
@@ -82,10 +84,13 @@ struct sq_nf_ctl {
 	uint64_t tx_pkts;
 	uint64_t drop_verdicts; /* packets the NF handed back as DROP */
 	uint64_t bursts;
-	uint64_t sleeps;        /* times the NF published ASLEEP */
-	uint64_t sleep_cancels; /* ... and took back itself: packets came first */
-	uint64_t handler_tsc;   /* cycles spent in the user's handler */
-	uint64_t tx_full_spins; /* times the tx ring was full (back-pressure) */
+	uint64_t sleeps;                /* times the NF published ASLEEP */
+	uint64_t sleep_cancels;         /* ... and took back itself: packets came first */
+	uint64_t handler_tsc;           /* cycles spent in the user's handler */
+	uint64_t tx_full_spins;         /* times the tx ring was full (back-pressure) */
+	_Atomic uint32_t flow_gen_done; /* the last flow_gen whose end was cleaned up */
+	uint32_t pad1;
+	uint64_t flows_cleaned; /* state cleaner runs at a flow's end */
 
 	alignas(RTE_CACHE_LINE_SIZE) uint64_t counters[SQ_NF_COUNTERS];
 	char counter_names[SQ_NF_COUNTERS][SQ_NAME_LEN];

@@ -1,0 +1,608 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * Director (DESIGN §6, seed 000 §3.2, §4): NFs per flow.
+ *
+ * A rule with `assign: per-flow` gives each new flow its own NF for every hop
+ * of its chain, taken from the service's FIFO idle pool; `round-robin` gives
+ * new flows the service's instances in turn. Both keep the flow in a table
+ * (rte_hash on the symmetric 5-tuple and the chain, so both directions meet
+ * one entry), written only by the rx lcore; tx follows a packet's flow by its
+ * index in the packet's metadata, with no lookup.
+ *
+ * A TCP flow ends when both sides sent FIN, or at a RST, after a short
+ * linger for retransmissions; anything else after an idle timeout. Then,
+ * once no packet of it is left in its NFs, the entry goes, each per-flow NF
+ * runs its state cleaner (libsquall, asked through flow_gen) and returns to
+ * its pool. A TCP packet that is no SYN and belongs to no flow is a stray
+ * (a retransmission after the end): dropped and counted, never handed to the
+ * next flow's NF.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <sched.h>
+#include <string.h>
+
+#include <rte_cycles.h>
+#include <rte_hash.h>
+#include <rte_hash_crc.h>
+#include <rte_ip.h>
+#include <rte_malloc.h>
+#include <rte_tcp.h>
+#include <rte_udp.h>
+
+#include "director.h"
+#include "mgr.h"
+
+/* Flows looked at per expiry round: a sweep of 64K flows takes 16 rounds. */
+#define SCAN_PER_ROUND     4096
+#define DIRECTOR_PERIOD_MS 5
+
+struct flow_key {
+	uint32_t ip_lo, ip_hi;
+	uint16_t port_lo, port_hi; /* the ports of ip_lo and ip_hi */
+	uint16_t chain;
+	uint8_t proto;
+	uint8_t pad;
+};
+
+enum flow_state { FLOW_FREE = 0, FLOW_OPEN, FLOW_LINGER, FLOW_DRAIN };
+
+struct flow {
+	struct flow_key key;
+	uint8_t state;
+	uint8_t fins; /* bit 0: FIN from ip_lo's side, bit 1: from ip_hi's */
+	uint8_t tcp;
+	uint8_t assign; /* enum sq_assign */
+	uint32_t nf[SQ_MAX_HOPS];
+	uint16_t n_hops;
+	uint64_t pkts, bytes;
+	uint64_t first_tsc, last_tsc;
+	uint64_t end_tsc; /* linger until, or when draining began */
+	uint64_t drain_tx_round;
+	uint32_t nf_priority;
+};
+
+/* A service's idle NFs, oldest first. */
+struct pool {
+	uint32_t *ids;
+	uint32_t head, count, cap;
+	uint32_t started;  /* instances spawned so far */
+	bool pooled;       /* a per-flow rule uses this service */
+	uint64_t assigned; /* flows given an NF of this pool */
+	uint64_t empty;    /* new flows that found the pool empty */
+};
+
+struct director {
+	struct rte_hash *table;
+	struct flow *flows; /* indexed by the hash's key position */
+	struct pool pools[SQ_MAX_SERVICES];
+	uint32_t *rr_next;  /* per service: round-robin cursor */
+	uint32_t *cleaning; /* NF ids asked to clean up, waiting for their ack */
+	uint32_t n_cleaning;
+	uint32_t *spawning; /* NF ids started to refill a pool, not running yet */
+	uint32_t n_spawning;
+	uint32_t scan_pos;
+	uint64_t next_poll_tsc;
+	uint64_t linger_tsc, idle_tsc, period_tsc;
+	struct director_stats st;
+};
+
+/* ---- pools ---- */
+
+static void
+pool_push(struct pool *p, uint32_t id)
+{
+	p->ids[(p->head + p->count) % p->cap] = id;
+	p->count++;
+}
+
+/* The oldest idle NF that is still alive (a dead one just leaves the pool). */
+static bool
+pool_pop(struct mgr *mgr, struct pool *p, uint32_t *id)
+{
+	while (p->count > 0) {
+		*id = p->ids[p->head];
+		p->head = (p->head + 1) % p->cap;
+		p->count--;
+		if (atomic_load_explicit(&mgr->nfs[*id].live, memory_order_relaxed))
+			return true;
+	}
+	return false;
+}
+
+static bool
+chain_is_per_flow(const struct sq_config *cfg, uint16_t chain)
+{
+	for (uint16_t r = 0; r < cfg->n_rules; r++)
+		if (cfg->rules[r].chain == chain && cfg->rules[r].assign == SQ_ASSIGN_PER_FLOW)
+			return true;
+	return false;
+}
+
+static int
+pools_init(struct mgr *mgr, struct director *d)
+{
+	const struct sq_config *cfg = mgr->cfg;
+
+	for (uint16_t c = 0; c < cfg->n_chains; c++) {
+		if (!chain_is_per_flow(cfg, c))
+			continue;
+		for (uint16_t h = 0; h < cfg->chains[c].n_hops; h++)
+			d->pools[cfg->chains[c].services[h]].pooled = true;
+	}
+	for (uint16_t s = 0; s < cfg->n_services; s++) {
+		struct pool *p = &d->pools[s];
+
+		p->cap = mgr->services[s].n_nfs;
+		p->ids = calloc(p->cap ? p->cap : 1, sizeof(*p->ids));
+		if (p->ids == NULL)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+bool
+mgr_director_is_pooled(const struct mgr *mgr, uint16_t service)
+{
+	return mgr->dir != NULL && mgr->dir->pools[service].pooled;
+}
+
+uint32_t
+mgr_director_initial_nfs(const struct mgr *mgr, uint16_t service)
+{
+	const struct sq_cfg_service *cs = &mgr->cfg->services[service];
+
+	if (!mgr_director_is_pooled(mgr, service))
+		return cs->instances;
+	return cs->pool_idle > 0 ? cs->pool_idle : 1;
+}
+
+void
+mgr_director_nf_ready(struct mgr *mgr, struct mgr_nf *nf)
+{
+	struct pool *p;
+
+	if (mgr->dir == NULL)
+		return;
+	p = &mgr->dir->pools[nf->service];
+	p->started++;
+	if (p->pooled)
+		pool_push(p, nf->id);
+}
+
+/* ---- the table ---- */
+
+int
+mgr_director_init(struct mgr *mgr)
+{
+	struct rte_hash_parameters hp = {
+		.name = "sq_flows",
+		.entries = mgr->cfg->max_flows,
+		.key_len = sizeof(struct flow_key),
+		.hash_func = rte_hash_crc,
+		.socket_id = (int)rte_socket_id(),
+		/* Readers never block; the rx lcore is the only writer. */
+		.extra_flag = RTE_HASH_EXTRA_FLAGS_RW_CONCURRENCY_LF,
+	};
+	uint64_t hz = rte_get_tsc_hz();
+	struct director *d;
+	int ret;
+
+	d = calloc(1, sizeof(*d));
+	if (d == NULL)
+		return -ENOMEM;
+	mgr->dir = d;
+	d->table = rte_hash_create(&hp);
+	d->flows = rte_zmalloc("sq_flows", sizeof(*d->flows) * mgr->cfg->max_flows, 0);
+	d->rr_next = calloc(SQ_MAX_SERVICES, sizeof(*d->rr_next));
+	d->cleaning = calloc(mgr->n_nfs ? mgr->n_nfs : 1, sizeof(*d->cleaning));
+	d->spawning = calloc(mgr->n_nfs ? mgr->n_nfs : 1, sizeof(*d->spawning));
+	if (d->table == NULL || d->flows == NULL || d->rr_next == NULL || d->cleaning == NULL ||
+	    d->spawning == NULL)
+		return -ENOMEM;
+	ret = pools_init(mgr, d);
+	if (ret < 0)
+		return ret;
+	d->linger_tsc = hz / 1000 * mgr->cfg->flow_linger_ms;
+	d->idle_tsc = hz / 1000 * mgr->cfg->flow_idle_timeout_ms;
+	d->period_tsc = hz / 1000 * DIRECTOR_PERIOD_MS;
+	return 0;
+}
+
+void
+mgr_director_free(struct mgr *mgr)
+{
+	struct director *d = mgr->dir;
+
+	if (d == NULL)
+		return;
+	for (uint16_t s = 0; s < SQ_MAX_SERVICES; s++)
+		free(d->pools[s].ids);
+	rte_hash_free(d->table);
+	rte_free(d->flows);
+	free(d->rr_next);
+	free(d->cleaning);
+	free(d->spawning);
+	free(d);
+	mgr->dir = NULL;
+}
+
+/* The symmetric key: both directions of a connection give the same one. */
+static bool
+flow_key_of(const struct rte_mbuf *pkt, uint16_t chain, struct flow_key *k, uint8_t *tcp_flags,
+	    bool *from_lo)
+{
+	const struct rte_ipv4_hdr *ip;
+	uint32_t l4 = pkt->packet_type & RTE_PTYPE_L4_MASK;
+	uint16_t sport, dport;
+	uint32_t src, dst;
+
+	if (!RTE_ETH_IS_IPV4_HDR(pkt->packet_type) ||
+	    (l4 != RTE_PTYPE_L4_TCP && l4 != RTE_PTYPE_L4_UDP) ||
+	    pkt->data_len < pkt->l2_len + pkt->l3_len + sizeof(struct rte_tcp_hdr) -
+				    (l4 == RTE_PTYPE_L4_UDP ? 12 : 0))
+		return false;
+	ip = rte_pktmbuf_mtod_offset(pkt, const struct rte_ipv4_hdr *, pkt->l2_len);
+	{
+		const uint16_t *ports =
+			rte_pktmbuf_mtod_offset(pkt, const uint16_t *, pkt->l2_len + pkt->l3_len);
+
+		sport = ports[0];
+		dport = ports[1];
+	}
+	src = ip->src_addr;
+	dst = ip->dst_addr;
+	*from_lo = src < dst || (src == dst && sport <= dport);
+	*k = (struct flow_key){
+		.ip_lo = *from_lo ? src : dst,
+		.ip_hi = *from_lo ? dst : src,
+		.port_lo = *from_lo ? sport : dport,
+		.port_hi = *from_lo ? dport : sport,
+		.chain = chain,
+		.proto = ip->next_proto_id,
+	};
+	*tcp_flags = 0;
+	if (l4 == RTE_PTYPE_L4_TCP)
+		*tcp_flags = rte_pktmbuf_mtod_offset(pkt, const struct rte_tcp_hdr *,
+						     pkt->l2_len + pkt->l3_len)
+				     ->tcp_flags;
+	return true;
+}
+
+/* Give the new flow an NF for each hop. @return 0, or the drop cause. */
+static int
+assign_nfs(struct mgr *mgr, struct director *d, struct flow *f, const struct sq_cfg_rule *rule,
+	   uint32_t hash)
+{
+	const struct sq_cfg_chain *chain = &mgr->cfg->chains[rule->chain];
+	uint16_t h;
+
+	f->n_hops = chain->n_hops;
+	for (h = 0; h < chain->n_hops; h++) {
+		uint16_t s = chain->services[h];
+		struct pool *p = &d->pools[s];
+		const struct mgr_service *svc = &mgr->services[s];
+		uint32_t id;
+
+		if (rule->assign == SQ_ASSIGN_ROUND_ROBIN) {
+			uint32_t n = RTE_MAX(p->started, 1u);
+
+			f->nf[h] = svc->first_nf + d->rr_next[s]++ % n;
+			continue;
+		}
+		if (pool_pop(mgr, p, &id)) {
+			p->assigned++;
+			f->nf[h] = id;
+			continue;
+		}
+		p->empty++;
+		if (mgr->cfg->services[s].pool_fallback != SQ_FALLBACK_RSS)
+			goto out_undo;
+		/* Share a busy NF: marked so that its end does not release it. */
+		f->nf[h] = UINT32_MAX - (svc->first_nf + hash % RTE_MAX(p->started, 1u));
+	}
+	return SQ_DROP_MAX;
+
+out_undo:
+	while (h-- > 0)
+		if (f->nf[h] < UINT32_MAX / 2)
+			pool_push(&d->pools[chain->services[h]], f->nf[h]);
+	return SQ_DROP_POOL_EMPTY;
+}
+
+static uint32_t
+nf_of(const struct flow *f, uint16_t hop)
+{
+	uint32_t id = f->nf[hop];
+
+	return id > UINT32_MAX / 2 ? UINT32_MAX - id : id;
+}
+
+static void
+set_nf_priority(struct mgr *mgr, uint32_t id, uint32_t prio)
+{
+	struct sched_param sp = {.sched_priority = (int)prio};
+	struct mgr_nf *nf = &mgr->nfs[id];
+
+	if (nf->pid <= 0)
+		return;
+	sched_setscheduler(nf->pid, prio > 0 ? SCHED_RR : SCHED_OTHER, &sp);
+}
+
+static struct flow *
+new_flow(struct mgr *mgr, struct director *d, const struct flow_key *k,
+	 const struct sq_cfg_rule *rule, uint32_t hash, bool tcp, int *cause)
+{
+	struct flow *f;
+	int pos;
+
+	pos = rte_hash_add_key_with_hash(d->table, k, hash);
+	if (pos < 0) {
+		*cause = SQ_DROP_FLOW_TABLE_FULL;
+		return NULL;
+	}
+	f = &d->flows[pos];
+	memset(f, 0, sizeof(*f));
+	f->key = *k;
+	f->tcp = tcp;
+	f->assign = (uint8_t)rule->assign;
+	*cause = assign_nfs(mgr, d, f, rule, hash);
+	if (*cause != SQ_DROP_MAX) {
+		rte_hash_del_key_with_hash(d->table, k, hash);
+		return NULL;
+	}
+	f->state = FLOW_OPEN;
+	f->first_tsc = rte_rdtsc();
+	f->nf_priority = rule->nf_priority;
+	/* seed 000 Fig 7: a rule may raise the flow's NFs for its lifetime. */
+	if (rule->nf_priority > 0 && rule->assign == SQ_ASSIGN_PER_FLOW)
+		for (uint16_t h = 0; h < f->n_hops; h++)
+			if (f->nf[h] < UINT32_MAX / 2)
+				set_nf_priority(mgr, f->nf[h], rule->nf_priority);
+	d->st.flows_created++;
+	d->st.flows_active++;
+	return f;
+}
+
+/* FIN both ways or RST: the flow lingers for retransmissions, then ends. */
+static void
+track_tcp(struct director *d, struct flow *f, uint8_t flags, bool from_lo, uint64_t now)
+{
+	if (flags & RTE_TCP_FIN_FLAG)
+		f->fins |= from_lo ? 1 : 2;
+	if (f->state == FLOW_OPEN && ((flags & RTE_TCP_RST_FLAG) || f->fins == 3)) {
+		f->state = FLOW_LINGER;
+		f->end_tsc = now + d->linger_tsc;
+		d->st.flows_closed++;
+	}
+}
+
+struct mgr_nf *
+mgr_director_steer(struct mgr *mgr, struct role_ctx *role, const struct sq_cfg_rule *rule,
+		   struct rte_mbuf *pkt)
+{
+	struct director *d = mgr->dir;
+	struct sq_pkt_meta *meta = sq_pkt_meta(pkt);
+	uint16_t service = mgr->cfg->chains[rule->chain].services[0];
+	struct flow_key k;
+	uint8_t flags;
+	bool from_lo;
+	struct flow *f;
+	uint32_t hash;
+	int pos, cause;
+
+	if (!flow_key_of(pkt, rule->chain, &k, &flags, &from_lo))
+		/* ARP and the like: any instance of the service will do. */
+		return mgr_steer_to_service(mgr, role, service, pkt);
+	hash = rte_hash_hash(d->table, &k);
+	pos = rte_hash_lookup_with_hash(d->table, &k, hash);
+	if (pos >= 0) {
+		f = &d->flows[pos];
+	} else {
+		bool syn = (flags & (RTE_TCP_SYN_FLAG | RTE_TCP_ACK_FLAG)) == RTE_TCP_SYN_FLAG;
+
+		if (k.proto == IPPROTO_TCP && !syn) {
+			mgr_drop(&role->stats, SQ_DROP_STRAY, pkt);
+			return NULL;
+		}
+		f = new_flow(mgr, d, &k, rule, hash, k.proto == IPPROTO_TCP, &cause);
+		if (f == NULL) {
+			mgr_drop(&role->stats, cause, pkt);
+			return NULL;
+		}
+		pos = (int)(f - d->flows);
+	}
+	f->pkts++;
+	f->bytes += pkt->pkt_len;
+	f->last_tsc = meta->rx_tsc;
+	if (f->tcp)
+		track_tcp(d, f, flags, from_lo, meta->rx_tsc);
+	meta->flow_id = (uint32_t)pos + 1;
+	return mgr_steer_to_nf(mgr, role, &mgr->nfs[nf_of(f, 0)], pkt);
+}
+
+struct mgr_nf *
+mgr_director_flow_nf(struct mgr *mgr, uint32_t flow_id, uint16_t hop)
+{
+	const struct flow *f = &mgr->dir->flows[flow_id - 1];
+
+	if (f->state == FLOW_FREE || hop >= f->n_hops)
+		return NULL;
+	return &mgr->nfs[nf_of(f, hop)];
+}
+
+/* ---- ends ---- */
+
+static bool
+flow_is_quiet(const struct mgr *mgr, const struct flow *f)
+{
+	for (uint16_t h = 0; h < f->n_hops; h++)
+		if (mgr_nf_outstanding(mgr, &mgr->nfs[nf_of(f, h)]) != 0)
+			return false;
+	return true;
+}
+
+/* The flow's NFs hold nothing of it: drop the entry, let its NFs clean up. */
+static void
+remove_flow(struct mgr *mgr, struct director *d, struct flow *f)
+{
+	for (uint16_t h = 0; h < f->n_hops; h++) {
+		struct mgr_nf *nf;
+
+		if (f->assign != SQ_ASSIGN_PER_FLOW || f->nf[h] > UINT32_MAX / 2)
+			continue;
+		nf = &mgr->nfs[f->nf[h]];
+		if (f->nf_priority > 0)
+			set_nf_priority(mgr, nf->id, mgr->cfg->services[nf->service].priority);
+		atomic_fetch_add_explicit(&nf->ctl->flow_gen, 1, memory_order_release);
+		mgr_wakeup_force(nf);
+		d->cleaning[d->n_cleaning++] = nf->id;
+	}
+	rte_hash_del_key(d->table, &f->key);
+	f->state = FLOW_FREE;
+	d->st.flows_ended++;
+	d->st.flows_active--;
+}
+
+static void
+expire_flows(struct mgr *mgr, struct director *d, uint64_t now)
+{
+	uint64_t tx_round = atomic_load(&mgr->tx_rounds);
+	uint32_t n = RTE_MIN((uint32_t)SCAN_PER_ROUND, mgr->cfg->max_flows);
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct flow *f = &d->flows[d->scan_pos];
+
+		d->scan_pos = (d->scan_pos + 1) % mgr->cfg->max_flows;
+		if (f->state == FLOW_OPEN && now - f->last_tsc > d->idle_tsc) {
+			f->state = FLOW_DRAIN;
+			d->st.flows_idle_expired++;
+		} else if (f->state == FLOW_LINGER && now > f->end_tsc) {
+			f->state = FLOW_DRAIN;
+		} else if (f->state != FLOW_DRAIN) {
+			continue;
+		}
+		/* Draining: once its NFs are quiet, two tx rounds more, so a tx
+		 * lcore that read the entry for a packet is done with it. */
+		if (!flow_is_quiet(mgr, f)) {
+			f->drain_tx_round = 0;
+			continue;
+		}
+		if (f->drain_tx_round == 0) {
+			f->drain_tx_round = tx_round + 2;
+			if (!mgr->rx_elsewhere)
+				remove_flow(mgr, d, f);
+			continue;
+		}
+		if (tx_round >= f->drain_tx_round)
+			remove_flow(mgr, d, f);
+	}
+}
+
+/* NFs that acknowledged their cleanup go back to their pool. */
+static void
+collect_cleaned(struct mgr *mgr, struct director *d)
+{
+	for (uint32_t i = 0; i < d->n_cleaning;) {
+		struct mgr_nf *nf = &mgr->nfs[d->cleaning[i]];
+		bool dead = !atomic_load(&nf->live);
+
+		if (!dead &&
+		    atomic_load(&nf->ctl->flow_gen_done) != atomic_load(&nf->ctl->flow_gen)) {
+			i++;
+			continue;
+		}
+		if (!dead)
+			pool_push(&d->pools[nf->service], nf->id);
+		d->cleaning[i] = d->cleaning[--d->n_cleaning];
+	}
+}
+
+static uint32_t
+spawning_of(const struct mgr *mgr, const struct director *d, uint16_t service)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < d->n_spawning; i++)
+		n += mgr->nfs[d->spawning[i]].service == service;
+	return n;
+}
+
+/* Keep each pool at its idle target by starting NFs ahead of demand; they
+ * join the pool once they run their loop (checked here, never waited for). */
+static void
+refill_pools(struct mgr *mgr, struct director *d)
+{
+	for (uint32_t i = 0; i < d->n_spawning;) {
+		struct mgr_nf *nf = &mgr->nfs[d->spawning[i]];
+
+		if (mgr_nf_is_ready(nf)) {
+			nf->ready_tsc = rte_rdtsc();
+			atomic_store(&nf->live, true);
+			mgr_director_nf_ready(mgr, nf);
+		} else if (nf->pid > 0) {
+			i++;
+			continue;
+		}
+		d->spawning[i] = d->spawning[--d->n_spawning];
+	}
+	for (uint16_t s = 0; s < mgr->cfg->n_services; s++) {
+		struct pool *p = &d->pools[s];
+		uint32_t want = mgr->cfg->services[s].pool_idle, spawning;
+
+		if (!p->pooled || p->count >= want)
+			continue;
+		spawning = spawning_of(mgr, d, s);
+		if (p->count + spawning >= want || p->started + spawning >= p->cap)
+			continue;
+		{
+			struct mgr_nf *nf =
+				&mgr->nfs[mgr->services[s].first_nf + p->started + spawning];
+
+			if (mgr_nfs_spawn(mgr, nf) == 0)
+				d->spawning[d->n_spawning++] = nf->id;
+		}
+	}
+}
+
+unsigned int
+mgr_director_poll(struct mgr *mgr)
+{
+	struct director *d = mgr->dir;
+	uint64_t now;
+
+	if (d == NULL)
+		return 0;
+	now = rte_rdtsc();
+	if (now < d->next_poll_tsc)
+		return 0;
+	d->next_poll_tsc = now + d->period_tsc;
+	expire_flows(mgr, d, now);
+	collect_cleaned(mgr, d);
+	refill_pools(mgr, d);
+	return 1;
+}
+
+void
+mgr_director_stats(const struct mgr *mgr, struct director_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	if (mgr->dir != NULL)
+		*st = mgr->dir->st;
+}
+
+void
+mgr_director_pool_stats(const struct mgr *mgr, uint16_t service, struct pool_stats *ps)
+{
+	const struct pool *p;
+
+	memset(ps, 0, sizeof(*ps));
+	if (mgr->dir == NULL)
+		return;
+	p = &mgr->dir->pools[service];
+	ps->pooled = p->pooled;
+	ps->idle = p->count;
+	ps->started = p->started;
+	ps->size = p->cap;
+	ps->assigned = p->assigned;
+	ps->empty = p->empty;
+}

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * Director: the flow table and the per-service idle pools (director.c).
+ */
+#ifndef SQUALL_MGR_DIRECTOR_H
+#define SQUALL_MGR_DIRECTOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct mgr;
+struct mgr_nf;
+struct role_ctx;
+struct rte_mbuf;
+struct sq_cfg_rule;
+
+struct director_stats {
+	uint64_t flows_created;
+	uint64_t flows_active;
+	uint64_t flows_closed;       /* FIN both ways or RST seen */
+	uint64_t flows_idle_expired; /* ended by the idle timeout */
+	uint64_t flows_ended;        /* entries removed, NFs released */
+};
+
+struct pool_stats {
+	bool pooled;
+	uint32_t size, started, idle;
+	uint64_t assigned, empty;
+};
+
+int mgr_director_init(struct mgr *mgr);
+void mgr_director_free(struct mgr *mgr);
+/* NFs of @p service to start with the manager (the pool's idle target). */
+uint32_t mgr_director_initial_nfs(const struct mgr *mgr, uint16_t service);
+bool mgr_director_is_pooled(const struct mgr *mgr, uint16_t service);
+/* @p nf runs its loop: count it started, and idle if its service is pooled. */
+void mgr_director_nf_ready(struct mgr *mgr, struct mgr_nf *nf);
+/* rx: steer a packet of a per-flow or round-robin rule. @return its NF or NULL (dropped). */
+struct mgr_nf *mgr_director_steer(struct mgr *mgr, struct role_ctx *role,
+				  const struct sq_cfg_rule *rule, struct rte_mbuf *pkt);
+/* tx: the NF of a packet's flow at @p hop, or NULL if the flow has none. */
+struct mgr_nf *mgr_director_flow_nf(struct mgr *mgr, uint32_t flow_id, uint16_t hop);
+/* rx lcore, every round: ends, releases, refills (rate-limited inside). */
+unsigned int mgr_director_poll(struct mgr *mgr);
+void mgr_director_stats(const struct mgr *mgr, struct director_stats *st);
+void mgr_director_pool_stats(const struct mgr *mgr, uint16_t service, struct pool_stats *ps);
+
+#endif

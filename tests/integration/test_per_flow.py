@@ -1,0 +1,173 @@
+"""An NF per flow (issue 4): the director gives each new flow an idle NF of
+its service's pool, both directions meet the same NF, a flow's end returns
+the NF to its pool after its state cleaner ran, strays after the end are
+dropped and counted, and an empty pool falls back as configured."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pcaps
+from conftest import Manager
+from scapy.layers.inet import IP, TCP, UDP
+from scapy.layers.l2 import Ether
+
+A, B = "10.0.0.1", "10.0.0.2"
+
+
+def tcp(src: str, dst: str, sport: int, dport: int, flags: str, payload: bytes = b"") -> bytes:
+    mac_src, mac_dst = (pcaps.mac(2), pcaps.mac(1)) if src == A else (pcaps.mac(1), pcaps.mac(2))
+    return bytes(
+        Ether(src=mac_src, dst=mac_dst)
+        / IP(src=src, dst=dst)
+        / TCP(sport=sport, dport=dport, flags=flags)
+        / payload
+    )
+
+
+def connection(port: int) -> list[bytes]:
+    """A whole TCP connection, both directions: 7 packets."""
+    return [
+        tcp(A, B, port, 80, "S"),
+        tcp(B, A, 80, port, "SA"),
+        tcp(A, B, port, 80, "A"),
+        tcp(A, B, port, 80, "PA", b"GET / HTTP/1.0\r\n\r\n"),
+        tcp(A, B, port, 80, "FA"),
+        tcp(B, A, 80, port, "FA"),
+        tcp(A, B, port, 80, "A"),
+    ]
+
+
+def per_flow_config(
+    mgr: Manager, in_pcap: Path, out: str, instances: int, assign: str = "per-flow", **svc: Any
+) -> dict[str, Any]:
+    return mgr.config(
+        ports=[
+            {"name": "in", "devargs": f"net_pcap0,rx_pcap={in_pcap}"},
+            {"name": "out", "devargs": out},
+        ],
+        services=[
+            {"name": "sig", "exec": "squall-nf-sig", "instances": instances, **svc},
+            {"name": "fwd", "exec": "squall-nf-fwd", "instances": instances, **svc},
+        ],
+        chains=[{"name": "c", "services": ["sig", "fwd"]}],
+        rules=[{"in_port": "in", "chain": "c", "out_port": "out", "assign": assign}],
+        flow_linger_ms=50,
+        flow_idle_timeout_ms=300,
+    )
+
+
+def wait_flows_gone(mgr: Manager, created: int) -> dict[str, Any]:
+    mgr.wait_for(
+        lambda: mgr.query("/squall/flows")["flows_ended"] == created,
+        15,
+        f"all {created} flows ended",
+    )
+    return mgr.query("/squall/flows")
+
+
+def test_each_connection_gets_its_own_nf_and_gives_it_back(mgr: Manager, tmp_path: Path) -> None:
+    n_conn = 20
+    frames = [f for i in range(n_conn) for f in connection(40000 + i)]
+    in_pcap = pcaps.write_pcap(tmp_path / "in.pcap", frames)
+    out_pcap = tmp_path / "out.pcap"
+    mgr.start(per_flow_config(mgr, in_pcap, f"net_pcap1,tx_pcap={out_pcap}", instances=32))
+    mgr.wait_port_tx("out", len(frames))
+    flows = wait_flows_gone(mgr, n_conn)
+    assert flows["flows_created"] == flows["flows_closed"] == n_conn, flows
+    assert flows["flows_active"] == 0 and flows["flows_idle_expired"] == 0, flows
+    # Every NF back in its pool, its cleaner run once per flow it had.
+    mgr.wait_for(
+        lambda: all(p["idle"] == 32 for p in mgr.query("/squall/pools").values()),
+        10,
+        "every NF idle again",
+    )
+    pools = mgr.query("/squall/pools")
+    assert all(p["assigned"] == n_conn and p["empty"] == 0 for p in pools.values()), pools
+    nfs = mgr.nfs()
+    for service in ("sig", "fwd"):
+        mine = [nf for nf in nfs.values() if nf["service"] == service]
+        # One NF per connection, all 7 packets of it, both directions.
+        assert sorted(nf["rx_pkts"] for nf in mine if nf["rx_pkts"]) == [7] * n_conn, mine
+    ex = mgr.finish()
+    out = pcaps.read_pcap(out_pcap)
+    # Flows ran on different NFs, so they interleave; each one stays in order.
+    assert sorted(out) == sorted(frames)
+    for i in range(n_conn):
+        conn = connection(40000 + i)
+        assert [f for f in out if f in conn] == conn, f"connection {i} reordered"
+    assert sum(nf["flows_cleaned"] for nf in ex["nfs"].values()) == 2 * n_conn
+    assert ex["chains"]["c"]["visits_mismatch"] == 0
+
+
+def test_stray_after_the_end_is_dropped_not_delivered(mgr: Manager, tmp_path: Path) -> None:
+    stray = tcp(A, B, 50000, 80, "FA")  # no SYN ever: not a flow
+    frames = [*connection(40000), stray]
+    in_pcap = pcaps.write_pcap(tmp_path / "in.pcap", frames)
+    mgr.start(per_flow_config(mgr, in_pcap, "net_null1,no-rx=1", instances=4))
+    mgr.wait_for(lambda: mgr.stats()["rx_pkts"] == 8, 10, "8 packets in")
+    mgr.wait_port_tx("out", 7)
+    assert mgr.stats()["drops"]["stray"] == 1
+    assert mgr.query("/squall/flows")["flows_created"] == 1
+    mgr.finish()
+
+
+def test_udp_flows_end_by_idle_timeout(mgr: Manager, tmp_path: Path) -> None:
+    frames = [
+        bytes(
+            Ether(src=pcaps.mac(2), dst=pcaps.mac(1))
+            / IP(src=A, dst=B)
+            / UDP(sport=5000 + f, dport=53)
+            / b"q"
+        )
+        for f in range(5)
+        for _ in range(3)
+    ]
+    in_pcap = pcaps.write_pcap(tmp_path / "in.pcap", frames)
+    mgr.start(per_flow_config(mgr, in_pcap, "net_null1,no-rx=1", instances=8))
+    mgr.wait_port_tx("out", 15)
+    flows = wait_flows_gone(mgr, 5)
+    assert flows["flows_idle_expired"] == 5 and flows["flows_closed"] == 0, flows
+    mgr.finish()
+
+
+def test_empty_pool_drops_new_flows(mgr: Manager, tmp_path: Path) -> None:
+    # Five connections open at once, a pool of two.
+    syns = [tcp(A, B, 41000 + i, 80, "S") for i in range(5)]
+    rest = [f for i in range(5) for f in connection(41000 + i)[1:]]
+    in_pcap = pcaps.write_pcap(tmp_path / "in.pcap", syns + rest)
+    mgr.start(per_flow_config(mgr, in_pcap, "net_null1,no-rx=1", instances=2))
+    mgr.wait_for(lambda: mgr.stats()["rx_pkts"] == 35, 10, "35 packets in")
+    mgr.wait_port_tx("out", 14)
+    st = mgr.stats()
+    assert st["drops"]["pool_empty"] == 3, st["drops"]  # three SYNs found no NF
+    assert st["drops"]["stray"] == 18, st["drops"]  # and their other packets no flow
+    assert mgr.query("/squall/flows")["flows_created"] == 2
+    mgr.finish()
+
+
+def test_empty_pool_falls_back_to_sharing(mgr: Manager, tmp_path: Path) -> None:
+    syns = [tcp(A, B, 42000 + i, 80, "S") for i in range(5)]
+    rest = [f for i in range(5) for f in connection(42000 + i)[1:]]
+    in_pcap = pcaps.write_pcap(tmp_path / "in.pcap", syns + rest)
+    cfg = per_flow_config(mgr, in_pcap, "net_null1,no-rx=1", instances=2, pool_fallback="rss")
+    mgr.start(cfg)
+    mgr.wait_port_tx("out", 35)
+    assert mgr.query("/squall/flows")["flows_created"] == 5
+    assert mgr.stats()["drop_pkts"] == 0
+    wait_flows_gone(mgr, 5)
+    mgr.finish()
+
+
+def test_round_robin_spreads_flows_over_instances(mgr: Manager, tmp_path: Path) -> None:
+    frames = [f for i in range(6) for f in connection(43000 + i)]
+    in_pcap = pcaps.write_pcap(tmp_path / "in.pcap", frames)
+    mgr.start(per_flow_config(mgr, in_pcap, "net_null1,no-rx=1", instances=3, assign="round-robin"))
+    mgr.wait_port_tx("out", len(frames))
+    nfs = [nf for nf in mgr.nfs().values() if nf["service"] == "sig"]
+    assert sorted(nf["rx_pkts"] for nf in nfs) == [14, 14, 14], nfs
+    wait_flows_gone(mgr, 6)
+    # Round-robin NFs are shared: no cleaner runs at a flow's end.
+    assert all(nf["flows_cleaned"] == 0 for nf in mgr.nfs().values())
+    mgr.finish()
