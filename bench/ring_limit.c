@@ -60,7 +60,9 @@ noop_nf(struct rte_ring *rx, struct rte_ring *tx, unsigned int burst, _Atomic in
 
 		for (unsigned int i = 0; touch && i < n; i++)
 			*(volatile uint32_t *)((char *)pkts[i] + VERDICT_OFF) = i;
-		while (sent < n)
+		/* Check stop here too: once the parent stops draining, the tx ring
+		 * can be full for good (more pointers circulate than it holds). */
+		while (sent < n && !atomic_load_explicit(stop, memory_order_relaxed))
 			sent += rte_ring_sp_enqueue_burst(tx, pkts + sent, n - sent, NULL);
 		if (n == 0)
 			rte_pause();

@@ -17,6 +17,7 @@
  * next flow's NF.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <sched.h>
 #include <string.h>
@@ -360,6 +361,9 @@ new_flow(struct mgr *mgr, struct director *d, const struct flow_key *k,
 				set_nf_priority(mgr, f->nf[h], rule->nf_priority);
 	d->st.flows_created++;
 	d->st.flows_active++;
+	MGR_LOG(DEBUG, "flow %08x:%u-%08x:%u new at %d nfs %u,%u\n", rte_be_to_cpu_32(k->ip_lo),
+		rte_be_to_cpu_16(k->port_lo), rte_be_to_cpu_32(k->ip_hi),
+		rte_be_to_cpu_16(k->port_hi), pos, f->nf[0], f->nf[1]);
 	return f;
 }
 
@@ -457,6 +461,10 @@ remove_flow(struct mgr *mgr, struct director *d, struct flow *f)
 		mgr_wakeup_force(nf);
 		d->cleaning[d->n_cleaning++] = nf->id;
 	}
+	MGR_LOG(DEBUG, "flow %08x:%u-%08x:%u removed (state %u, fins %u, %" PRIu64 " pkts)\n",
+		rte_be_to_cpu_32(f->key.ip_lo), rte_be_to_cpu_16(f->key.port_lo),
+		rte_be_to_cpu_32(f->key.ip_hi), rte_be_to_cpu_16(f->key.port_hi), f->state, f->fins,
+		f->pkts);
 	rte_hash_del_key(d->table, &f->key);
 	f->state = FLOW_FREE;
 	d->st.flows_ended++;
@@ -476,6 +484,10 @@ expire_flows(struct mgr *mgr, struct director *d, uint64_t now)
 		if (f->state == FLOW_OPEN && now - f->last_tsc > d->idle_tsc) {
 			f->state = FLOW_DRAIN;
 			d->st.flows_idle_expired++;
+			MGR_LOG(DEBUG, "flow %08x:%u-%08x:%u/%u idle after %" PRIu64 " pkts (fins %u)\n",
+				rte_be_to_cpu_32(f->key.ip_lo), rte_be_to_cpu_16(f->key.port_lo),
+				rte_be_to_cpu_32(f->key.ip_hi), rte_be_to_cpu_16(f->key.port_hi),
+				f->key.proto, f->pkts, f->fins);
 		} else if (f->state == FLOW_LINGER && now > f->end_tsc) {
 			f->state = FLOW_DRAIN;
 		} else if (f->state != FLOW_DRAIN) {
