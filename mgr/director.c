@@ -484,7 +484,8 @@ expire_flows(struct mgr *mgr, struct director *d, uint64_t now)
 		if (f->state == FLOW_OPEN && now - f->last_tsc > d->idle_tsc) {
 			f->state = FLOW_DRAIN;
 			d->st.flows_idle_expired++;
-			MGR_LOG(DEBUG, "flow %08x:%u-%08x:%u/%u idle after %" PRIu64 " pkts (fins %u)\n",
+			MGR_LOG(DEBUG,
+				"flow %08x:%u-%08x:%u/%u idle after %" PRIu64 " pkts (fins %u)\n",
 				rte_be_to_cpu_32(f->key.ip_lo), rte_be_to_cpu_16(f->key.port_lo),
 				rte_be_to_cpu_32(f->key.ip_hi), rte_be_to_cpu_16(f->key.port_hi),
 				f->key.proto, f->pkts, f->fins);
