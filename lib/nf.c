@@ -18,6 +18,7 @@
 #include <rte_cycles.h>
 #include <rte_pause.h>
 #include <rte_ring.h>
+#include <rte_tcp.h>
 
 #include <squall/log.h>
 #include <squall/squall.h>
@@ -41,6 +42,7 @@ struct sq_nf {
 	void *cleaner_arg;
 	uint64_t spin_tsc;
 	int n_counters;
+	uint32_t flow_fins; /* per-flow NF: FINs seen in the current flow */
 	volatile sig_atomic_t stop_local;
 };
 
@@ -247,10 +249,38 @@ mgr_is_gone(const struct sq_nf *nf)
 	return kill(nf->hdr->mgr_pid, 0) < 0 && errno == ESRCH;
 }
 
+/* A per-flow NF's flow ends with FIN both ways or a RST (the manager sees
+ * the same packets). A SYN starts the next flow. @return true at the end. */
+static bool
+flow_closes(struct sq_nf *nf, const struct rte_mbuf *pkt)
+{
+	const struct rte_tcp_hdr *tcp;
+
+	if ((pkt->packet_type & RTE_PTYPE_L4_MASK) != RTE_PTYPE_L4_TCP ||
+	    pkt->data_len < pkt->l2_len + pkt->l3_len + sizeof(*tcp))
+		return false;
+	tcp = rte_pktmbuf_mtod_offset(pkt, const struct rte_tcp_hdr *, pkt->l2_len + pkt->l3_len);
+	if ((tcp->tcp_flags & (RTE_TCP_SYN_FLAG | RTE_TCP_ACK_FLAG)) == RTE_TCP_SYN_FLAG)
+		nf->flow_fins = 0;
+	if (tcp->tcp_flags & RTE_TCP_FIN_FLAG)
+		nf->flow_fins++;
+	return (tcp->tcp_flags & RTE_TCP_RST_FLAG) || nf->flow_fins == 2;
+}
+
+static void
+clean_up_flow(struct sq_nf *nf)
+{
+	if (nf->cleaner_fn != NULL)
+		nf->cleaner_fn(nf->cleaner_arg);
+	nf->ctl->flows_cleaned++;
+	nf->flow_fins = 0;
+}
+
 static void
 run_handler(struct sq_nf *nf, struct rte_mbuf **pkts, unsigned int n)
 {
 	uint64_t start_tsc = rte_rdtsc();
+	bool closed = false;
 	unsigned int i;
 
 	if (nf->burst_fn != NULL) {
@@ -267,8 +297,15 @@ run_handler(struct sq_nf *nf, struct rte_mbuf **pkts, unsigned int n)
 		meta->nf_visits++;
 		if (unlikely(meta->verdict >> 16 == SQ_VERDICT_DROP))
 			nf->ctl->drop_verdicts++;
+		closed |= nf->ctl->flow_track && flow_closes(nf, pkts[i]);
 	}
 	nf->ctl->handler_tsc += rte_rdtsc() - start_tsc;
+	/* Before the packets go back: once the manager has them all, it must see
+	 * the cleanup done (release order: this store, then the ring's). */
+	if (unlikely(closed)) {
+		clean_up_flow(nf);
+		atomic_fetch_add_explicit(&nf->ctl->closes_cleaned, 1, memory_order_release);
+	}
 }
 
 /* Hand every packet back. The tx ring holds as many slots as the rx ring, and
@@ -375,9 +412,7 @@ end_flow_if_asked(struct sq_nf *nf)
 
 	if (gen == atomic_load_explicit(&nf->ctl->flow_gen_done, memory_order_relaxed))
 		return;
-	if (nf->cleaner_fn != NULL)
-		nf->cleaner_fn(nf->cleaner_arg);
-	nf->ctl->flows_cleaned++;
+	clean_up_flow(nf);
 	atomic_store_explicit(&nf->ctl->flow_gen_done, gen, memory_order_release);
 }
 

@@ -1005,9 +1005,9 @@ get_sizes(struct ctx *c, const yaml_node_t *node, const char *base, struct sq_cf
 	return ret;
 }
 
-enum { GEN_PORT, GEN_RATE, GEN_SIZES, GEN_FLOWS, GEN_DST_MAC, GEN_N_KEYS };
+enum { GEN_PORT, GEN_RATE, GEN_SIZES, GEN_FLOWS, GEN_DST_MAC, GEN_TCP, GEN_N_KEYS };
 static const char *const gen_keys[GEN_N_KEYS] = {
-	"port", "rate_pps", "sizes", "flows", "dst_mac",
+	"port", "rate_pps", "sizes", "flows", "dst_mac", "tcp_flow_pkts",
 };
 
 static int
@@ -1031,6 +1031,12 @@ parse_gen(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_cfg_g
 		ret = get_u32(c, v[GEN_FLOWS], b, "flows", 1, 65536, &gen->flows);
 	if (ret == 0)
 		ret = get_mac(c, v[GEN_DST_MAC], b, "dst_mac", &gen->dst_mac, &gen->has_dst_mac);
+	if (ret == 0 && v[GEN_TCP] != NULL) {
+		uint16_t k = 0;
+
+		ret = get_u16(c, v[GEN_TCP], b, "tcp_flow_pkts", 3, 10000, &k);
+		gen->tcp_flow_pkts = k;
+	}
 	gen->port = (uint16_t)port;
 	gen->rate_pps = rate;
 	gen->enabled = ret == 0;

@@ -113,6 +113,8 @@ struct sq_cfg_gen {
 	uint16_t sizes[SQ_MAX_GEN_SIZES];
 	uint16_t n_sizes;
 	uint32_t flows; /* distinct UDP 5-tuples, cycled */
+	uint16_t
+		tcp_flow_pkts; /* 0: UDP; K >= 3: short TCP connections of K packets, flows at once */
 	bool has_dst_mac;
 	struct rte_ether_addr dst_mac;
 	int line;

@@ -35,7 +35,8 @@
 
 /* Flows looked at per expiry round: a sweep of 64K flows takes 16 rounds. */
 #define SCAN_PER_ROUND     4096
-#define DIRECTOR_PERIOD_MS 5
+/* Ends are handled this often: a pool must cover activations x this. */
+#define DIRECTOR_PERIOD_US 500
 
 struct flow_key {
 	uint32_t ip_lo, ip_hi;
@@ -81,6 +82,11 @@ struct director {
 	uint32_t n_cleaning;
 	uint32_t *spawning; /* NF ids started to refill a pool, not running yet */
 	uint32_t n_spawning;
+	/* Flows that closed, in the order they did: with one linger for all,
+	 * also the order they end in, so ends cost O(ends), not a sweep. */
+	uint32_t *closing;
+	uint32_t closing_head, closing_count, closing_cap;
+	struct lat_hist setup; /* TSC from a flow's first packet in the director to its NF */
 	uint32_t scan_pos;
 	uint64_t next_poll_tsc;
 	uint64_t linger_tsc, idle_tsc, period_tsc;
@@ -137,6 +143,9 @@ pools_init(struct mgr *mgr, struct director *d)
 		p->ids = calloc(p->cap ? p->cap : 1, sizeof(*p->ids));
 		if (p->ids == NULL)
 			return -ENOMEM;
+		/* Per-flow NFs clean up at their flow's close by themselves. */
+		for (uint32_t i = 0; i < p->cap; i++)
+			mgr->nfs[mgr->services[s].first_nf + i].ctl->flow_track = p->pooled;
 	}
 	return 0;
 }
@@ -205,7 +214,11 @@ mgr_director_init(struct mgr *mgr)
 		return ret;
 	d->linger_tsc = hz / 1000 * mgr->cfg->flow_linger_ms;
 	d->idle_tsc = hz / 1000 * mgr->cfg->flow_idle_timeout_ms;
-	d->period_tsc = hz / 1000 * DIRECTOR_PERIOD_MS;
+	d->period_tsc = hz / 1000000 * DIRECTOR_PERIOD_US;
+	d->closing_cap = mgr->cfg->max_flows;
+	d->closing = calloc(d->closing_cap, sizeof(*d->closing));
+	if (d->closing == NULL)
+		return -ENOMEM;
 	return 0;
 }
 
@@ -223,6 +236,7 @@ mgr_director_free(struct mgr *mgr)
 	free(d->rr_next);
 	free(d->cleaning);
 	free(d->spawning);
+	free(d->closing);
 	free(d);
 	mgr->dir = NULL;
 }
@@ -348,7 +362,10 @@ new_flow(struct mgr *mgr, struct director *d, const struct flow_key *k,
 	f->assign = (uint8_t)rule->assign;
 	*cause = assign_nfs(mgr, d, f, rule, hash);
 	if (*cause != SQ_DROP_MAX) {
-		rte_hash_del_key_with_hash(d->table, k, hash);
+		/* Nobody saw the entry: its slot is free again at once. */
+		pos = rte_hash_del_key_with_hash(d->table, k, hash);
+		if (pos >= 0)
+			rte_hash_free_key_with_position(d->table, pos);
 		return NULL;
 	}
 	f->state = FLOW_OPEN;
@@ -377,6 +394,12 @@ track_tcp(struct director *d, struct flow *f, uint8_t flags, bool from_lo, uint6
 		f->state = FLOW_LINGER;
 		f->end_tsc = now + d->linger_tsc;
 		d->st.flows_closed++;
+		if (d->closing_count < d->closing_cap) {
+			d->closing[(d->closing_head + d->closing_count) % d->closing_cap] =
+				(uint32_t)(f - d->flows);
+			d->closing_count++;
+		}
+		/* (If it were full, the idle sweep would still end the flow.) */
 	}
 }
 
@@ -393,6 +416,8 @@ mgr_director_steer(struct mgr *mgr, struct role_ctx *role, const struct sq_cfg_r
 	struct flow *f;
 	uint32_t hash;
 	int pos, cause;
+
+	uint64_t t0 = rte_rdtsc();
 
 	if (!flow_key_of(pkt, rule->chain, &k, &flags, &from_lo))
 		/* ARP and the like: any instance of the service will do. */
@@ -414,6 +439,16 @@ mgr_director_steer(struct mgr *mgr, struct role_ctx *role, const struct sq_cfg_r
 			return NULL;
 		}
 		pos = (int)(f - d->flows);
+		f->pkts++;
+		f->bytes += pkt->pkt_len;
+		f->last_tsc = meta->rx_tsc;
+		if (f->tcp)
+			track_tcp(d, f, flags, from_lo, meta->rx_tsc);
+		meta->flow_id = (uint32_t)pos + 1;
+		mgr_steer_to_nf(mgr, role, &mgr->nfs[nf_of(f, 0)], pkt);
+		/* Flow setup: miss, table insert, an NF per hop, staged (seed 000 §6.2). */
+		lat_add(&d->setup, rte_rdtsc() - t0);
+		return &mgr->nfs[nf_of(f, 0)];
 	}
 	f->pkts++;
 	f->bytes += pkt->pkt_len;
@@ -449,6 +484,8 @@ flow_is_quiet(const struct mgr *mgr, const struct flow *f)
 static void
 remove_flow(struct mgr *mgr, struct director *d, struct flow *f)
 {
+	int32_t pos;
+
 	for (uint16_t h = 0; h < f->n_hops; h++) {
 		struct mgr_nf *nf;
 
@@ -457,6 +494,13 @@ remove_flow(struct mgr *mgr, struct director *d, struct flow *f)
 		nf = &mgr->nfs[f->nf[h]];
 		if (f->nf_priority > 0)
 			set_nf_priority(mgr, nf->id, mgr->cfg->services[nf->service].priority);
+		/* The NF saw the close and cleaned up already: straight back. */
+		if (atomic_load_explicit(&nf->ctl->closes_cleaned, memory_order_acquire) !=
+		    nf->closes_taken) {
+			nf->closes_taken++;
+			pool_push(&d->pools[nf->service], nf->id);
+			continue;
+		}
 		atomic_fetch_add_explicit(&nf->ctl->flow_gen, 1, memory_order_release);
 		mgr_wakeup_force(nf);
 		d->cleaning[d->n_cleaning++] = nf->id;
@@ -465,10 +509,53 @@ remove_flow(struct mgr *mgr, struct director *d, struct flow *f)
 		rte_be_to_cpu_32(f->key.ip_lo), rte_be_to_cpu_16(f->key.port_lo),
 		rte_be_to_cpu_32(f->key.ip_hi), rte_be_to_cpu_16(f->key.port_hi), f->state, f->fins,
 		f->pkts);
-	rte_hash_del_key(d->table, &f->key);
+	/* With lock-free readers the hash keeps a deleted key's slot until told:
+	 * the rx lcore is its only reader, and tx has passed two rounds since the
+	 * flow went quiet (try_remove), so the slot is free to reuse now. */
+	pos = rte_hash_del_key(d->table, &f->key);
+	if (pos >= 0)
+		rte_hash_free_key_with_position(d->table, pos);
 	f->state = FLOW_FREE;
 	d->st.flows_ended++;
 	d->st.flows_active--;
+}
+
+/* A draining flow goes once its NFs are quiet, and two tx rounds more, so a
+ * tx lcore that read the entry for a packet is done with it. @return true
+ * if it went. */
+static bool
+try_remove(struct mgr *mgr, struct director *d, struct flow *f, uint64_t tx_round)
+{
+	if (!flow_is_quiet(mgr, f)) {
+		f->drain_tx_round = 0;
+		return false;
+	}
+	if (!mgr->rx_elsewhere || (f->drain_tx_round != 0 && tx_round >= f->drain_tx_round)) {
+		remove_flow(mgr, d, f);
+		return true;
+	}
+	if (f->drain_tx_round == 0)
+		f->drain_tx_round = tx_round + 2;
+	return false;
+}
+
+/* Closed flows in closing order: end those whose linger is over. */
+static void
+end_closed_flows(struct mgr *mgr, struct director *d, uint64_t now, uint64_t tx_round)
+{
+	while (d->closing_count > 0) {
+		struct flow *f = &d->flows[d->closing[d->closing_head]];
+
+		if (f->state == FLOW_LINGER) {
+			if (now <= f->end_tsc)
+				break;
+			f->state = FLOW_DRAIN;
+		}
+		if (f->state == FLOW_DRAIN && !try_remove(mgr, d, f, tx_round))
+			break; /* its NFs still work on it: next round */
+		d->closing_head = (d->closing_head + 1) % d->closing_cap;
+		d->closing_count--;
+	}
 }
 
 static void
@@ -477,6 +564,7 @@ expire_flows(struct mgr *mgr, struct director *d, uint64_t now)
 	uint64_t tx_round = atomic_load(&mgr->tx_rounds);
 	uint32_t n = RTE_MIN((uint32_t)SCAN_PER_ROUND, mgr->cfg->max_flows);
 
+	end_closed_flows(mgr, d, now, tx_round);
 	for (uint32_t i = 0; i < n; i++) {
 		struct flow *f = &d->flows[d->scan_pos];
 
@@ -489,25 +577,10 @@ expire_flows(struct mgr *mgr, struct director *d, uint64_t now)
 				rte_be_to_cpu_32(f->key.ip_lo), rte_be_to_cpu_16(f->key.port_lo),
 				rte_be_to_cpu_32(f->key.ip_hi), rte_be_to_cpu_16(f->key.port_hi),
 				f->key.proto, f->pkts, f->fins);
-		} else if (f->state == FLOW_LINGER && now > f->end_tsc) {
-			f->state = FLOW_DRAIN;
-		} else if (f->state != FLOW_DRAIN) {
-			continue;
+		} else if (f->state != FLOW_DRAIN || f->fins == 3) {
+			continue; /* open, lingering, or closed: the closing queue has it */
 		}
-		/* Draining: once its NFs are quiet, two tx rounds more, so a tx
-		 * lcore that read the entry for a packet is done with it. */
-		if (!flow_is_quiet(mgr, f)) {
-			f->drain_tx_round = 0;
-			continue;
-		}
-		if (f->drain_tx_round == 0) {
-			f->drain_tx_round = tx_round + 2;
-			if (!mgr->rx_elsewhere)
-				remove_flow(mgr, d, f);
-			continue;
-		}
-		if (tx_round >= f->drain_tx_round)
-			remove_flow(mgr, d, f);
+		try_remove(mgr, d, f, tx_round);
 	}
 }
 
@@ -599,8 +672,10 @@ void
 mgr_director_stats(const struct mgr *mgr, struct director_stats *st)
 {
 	memset(st, 0, sizeof(*st));
-	if (mgr->dir != NULL)
-		*st = mgr->dir->st;
+	if (mgr->dir == NULL)
+		return;
+	*st = mgr->dir->st;
+	st->setup = &mgr->dir->setup;
 }
 
 void

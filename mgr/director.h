@@ -12,13 +12,15 @@ struct mgr_nf;
 struct role_ctx;
 struct rte_mbuf;
 struct sq_cfg_rule;
+struct lat_hist;
 
 struct director_stats {
 	uint64_t flows_created;
 	uint64_t flows_active;
-	uint64_t flows_closed;       /* FIN both ways or RST seen */
-	uint64_t flows_idle_expired; /* ended by the idle timeout */
-	uint64_t flows_ended;        /* entries removed, NFs released */
+	uint64_t flows_closed;        /* FIN both ways or RST seen */
+	uint64_t flows_idle_expired;  /* ended by the idle timeout */
+	uint64_t flows_ended;         /* entries removed, NFs released */
+	const struct lat_hist *setup; /* flow setup times, TSC */
 };
 
 struct pool_stats {

@@ -14,6 +14,7 @@
 #include <rte_ether.h>
 #include <rte_ip.h>
 #include <rte_mbuf.h>
+#include <rte_tcp.h>
 #include <rte_udp.h>
 
 #include "mgr.h"
@@ -35,6 +36,11 @@ struct gen {
 	uint64_t sent_bytes;
 	uint64_t alloc_fail;
 	uint64_t lag_pkts; /* due by the rate but not sent yet */
+	/* TCP mode: per concurrent flow slot, the connection and its next packet */
+	uint32_t *slot_conn;
+	uint16_t *slot_step;
+	uint32_t next_conn;
+	uint64_t conns_started;
 };
 
 static void
@@ -49,6 +55,10 @@ gen_init_one(struct mgr *mgr, struct gen *g, const struct sq_cfg_gen *cfg)
 	else
 		g->dst = (struct rte_ether_addr){{0x02, 0, 0, 0, 0, 0x01}};
 	g->src = (struct rte_ether_addr){{0x02, 0, 0, 0, 0, 0xfe}};
+	if (cfg->tcp_flow_pkts > 0) {
+		g->slot_conn = calloc(cfg->flows, sizeof(*g->slot_conn));
+		g->slot_step = calloc(cfg->flows, sizeof(*g->slot_step));
+	}
 	MGR_LOG(NOTICE, "generator on port %s: %" PRIu64 " pps, %u sizes, %u flows\n",
 		mgr->cfg->ports[cfg->port].name, cfg->rate_pps, cfg->n_sizes, cfg->flows);
 }
@@ -61,15 +71,23 @@ mgr_gen_init(struct mgr *mgr)
 	mgr->gens = calloc(mgr->cfg->n_gens, sizeof(*mgr->gens));
 	if (mgr->gens == NULL)
 		return -ENOMEM;
-	for (uint16_t i = 0; i < mgr->cfg->n_gens; i++)
-		gen_init_one(mgr, &mgr->gens[i], &mgr->cfg->gens[i]);
 	mgr->n_gens = mgr->cfg->n_gens;
+	for (uint16_t i = 0; i < mgr->cfg->n_gens; i++) {
+		gen_init_one(mgr, &mgr->gens[i], &mgr->cfg->gens[i]);
+		if (mgr->cfg->gens[i].tcp_flow_pkts > 0 &&
+		    (mgr->gens[i].slot_conn == NULL || mgr->gens[i].slot_step == NULL))
+			return -ENOMEM;
+	}
 	return 0;
 }
 
 void
 mgr_gen_free(struct mgr *mgr)
 {
+	for (uint16_t i = 0; i < mgr->n_gens; i++) {
+		free(mgr->gens[i].slot_conn);
+		free(mgr->gens[i].slot_step);
+	}
 	free(mgr->gens);
 	mgr->gens = NULL;
 	mgr->n_gens = 0;
@@ -107,37 +125,98 @@ mgr_gen_stats(const struct mgr *mgr, int idx, struct gen_stats *st)
 	st->sent_bytes = g->sent_bytes;
 	st->alloc_fail = g->alloc_fail;
 	st->lag_pkts = g->lag_pkts;
+	st->conns_started = g->conns_started;
 }
 
-/* Ethernet / IPv4 / UDP, flow i: source 10.1.x.y and port 1024 + i % 60000,
- * so each flow is its own 5-tuple. The payload is left as the buffer was. */
-static void
-fill_pkt(struct gen *g, struct rte_mbuf *m, uint16_t size, uint32_t flow)
+/* Flow i: client 10.1.x.y (x.y from i / 60000), port 1024 + i % 60000, so
+ * each flow is its own 5-tuple; server 10.2.0.1 port 9. */
+static struct rte_ipv4_hdr *
+fill_ipv4(struct gen *g, struct rte_mbuf *m, uint16_t size, uint32_t flow, uint8_t proto,
+	  bool reply)
 {
 	struct rte_ether_hdr *eth = rte_pktmbuf_mtod(m, struct rte_ether_hdr *);
 	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(eth + 1);
-	struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(ip + 1);
-	uint16_t ip_len = (uint16_t)(size - sizeof(*eth));
+	uint32_t client = RTE_IPV4(10, 1, (flow / 60000 >> 8) & 0xff, (flow / 60000) & 0xff);
+	uint32_t server = RTE_IPV4(10, 2, 0, 1);
 
+	if (proto == IPPROTO_UDP) /* the UDP mode cycles few flows: vary the address */
+		client = RTE_IPV4(10, 1, (flow >> 8) & 0xff, flow & 0xff);
 	eth->dst_addr = g->dst;
 	eth->src_addr = g->src;
 	eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
 	*ip = (struct rte_ipv4_hdr){
 		.version_ihl = RTE_IPV4_VHL_DEF,
-		.total_length = rte_cpu_to_be_16(ip_len),
+		.total_length = rte_cpu_to_be_16((uint16_t)(size - sizeof(*eth))),
 		.time_to_live = 64,
-		.next_proto_id = IPPROTO_UDP,
-		.src_addr = rte_cpu_to_be_32(RTE_IPV4(10, 1, (flow >> 8) & 0xff, flow & 0xff)),
-		.dst_addr = rte_cpu_to_be_32(RTE_IPV4(10, 2, 0, 1)),
+		.next_proto_id = proto,
+		.src_addr = rte_cpu_to_be_32(reply ? server : client),
+		.dst_addr = rte_cpu_to_be_32(reply ? client : server),
 	};
 	ip->hdr_checksum = rte_ipv4_cksum(ip);
+	m->data_len = size;
+	m->pkt_len = size;
+	return ip;
+}
+
+/* UDP: flow i of the cycle. The payload is left as the buffer was. */
+static void
+fill_udp(struct gen *g, struct rte_mbuf *m, uint16_t size, uint32_t flow)
+{
+	struct rte_ipv4_hdr *ip = fill_ipv4(g, m, size, flow, IPPROTO_UDP, false);
+	struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(ip + 1);
+
 	*udp = (struct rte_udp_hdr){
 		.src_port = rte_cpu_to_be_16((uint16_t)(1024 + flow % 60000)),
 		.dst_port = rte_cpu_to_be_16(9),
-		.dgram_len = rte_cpu_to_be_16((uint16_t)(ip_len - sizeof(*ip))),
+		.dgram_len = rte_cpu_to_be_16(
+			(uint16_t)(size - sizeof(struct rte_ether_hdr) - sizeof(*ip))),
 	};
-	m->data_len = size;
-	m->pkt_len = size;
+}
+
+/* TCP: packet `step` of connection `conn`, K packets in all: SYN, K - 3 data
+ * segments, the client's FIN, the server's FIN (a short connection as the
+ * director sees it: a new flow, then closed both ways). */
+static void
+fill_tcp(struct gen *g, struct rte_mbuf *m, uint16_t size, uint32_t conn, uint16_t step)
+{
+	uint16_t k = g->cfg->tcp_flow_pkts;
+	bool reply = step == k - 1;
+	struct rte_ipv4_hdr *ip;
+	struct rte_tcp_hdr *tcp;
+	uint16_t cport = (uint16_t)(1024 + conn % 60000);
+
+	if (step == 0 || step >= k - 2)
+		size = 60; /* SYN and FIN: no payload */
+	ip = fill_ipv4(g, m, size, conn, IPPROTO_TCP, reply);
+	tcp = (struct rte_tcp_hdr *)(ip + 1);
+	*tcp = (struct rte_tcp_hdr){
+		.src_port = rte_cpu_to_be_16(reply ? 9 : cport),
+		.dst_port = rte_cpu_to_be_16(reply ? cport : 9),
+		.sent_seq = rte_cpu_to_be_32(step),
+		.data_off = (sizeof(*tcp) / 4) << 4,
+		.tcp_flags = step == 0       ? RTE_TCP_SYN_FLAG
+			     : step >= k - 2 ? (RTE_TCP_FIN_FLAG | RTE_TCP_ACK_FLAG)
+					     : (RTE_TCP_PSH_FLAG | RTE_TCP_ACK_FLAG),
+		.rx_win = rte_cpu_to_be_16(65535),
+	};
+}
+
+static void
+fill_next(struct gen *g, struct rte_mbuf *m, uint16_t size)
+{
+	uint32_t slot = g->next_flow;
+
+	if (g->cfg->tcp_flow_pkts == 0) {
+		fill_udp(g, m, size, slot);
+		return;
+	}
+	if (g->slot_step[slot] == 0) {
+		g->slot_conn[slot] = g->next_conn++;
+		g->conns_started++;
+	}
+	fill_tcp(g, m, size, g->slot_conn[slot], g->slot_step[slot]);
+	if (++g->slot_step[slot] == g->cfg->tcp_flow_pkts)
+		g->slot_step[slot] = 0;
 }
 
 /* How many packets the pacing allows now: rate x time since the epoch, less
@@ -183,7 +262,7 @@ gen_poll_one(struct mgr *mgr, struct gen *g)
 		/* RFC 2544 sizes count the FCS, which no port here appends. */
 		uint16_t size = (uint16_t)(g->cfg->sizes[g->next_size] - RTE_ETHER_CRC_LEN);
 
-		fill_pkt(g, pkts[i], size, g->next_flow);
+		fill_next(g, pkts[i], size);
 		bytes += size;
 		if (++g->next_size == g->cfg->n_sizes)
 			g->next_size = 0;

@@ -129,6 +129,7 @@ struct mgr_nf {
 	_Atomic bool active;     /* on the tx role's list: may have packets to return */
 	uint64_t deq_pkts;       /* tx role: taken back from the NF (or reclaimed) */
 	uint32_t sched_priority; /* SCHED_RR priority applied; 0 = normal scheduler */
+	uint32_t closes_taken;   /* director: NF-side cleanups already accounted */
 	int32_t nice;            /* nice applied under the normal scheduler */
 	struct nf_wake wake;
 	uint64_t start_tsc; /* spawn time, for start-to-ready */
@@ -213,7 +214,7 @@ unsigned int mgr_gen_poll(struct mgr *mgr);
 int mgr_gen_find(const struct mgr *mgr, const char *port);
 void mgr_gen_set_rate(struct mgr *mgr, int idx, uint64_t rate_pps);
 struct gen_stats {
-	uint64_t rate_pps, sent_pkts, sent_bytes, alloc_fail, lag_pkts;
+	uint64_t rate_pps, sent_pkts, sent_bytes, alloc_fail, lag_pkts, conns_started;
 };
 void mgr_gen_stats(const struct mgr *mgr, int idx, struct gen_stats *st);
 

@@ -139,6 +139,7 @@ visit_nf(const struct mgr *mgr, const struct mgr_nf *nf, struct stats_sink *s)
 	s->u64(s, "sleeps", ctl->sleeps);
 	s->u64(s, "sleep_cancels", ctl->sleep_cancels);
 	s->u64(s, "flows_cleaned", ctl->flows_cleaned);
+	s->u64(s, "closes_cleaned", atomic_load(&ctl->closes_cleaned));
 	s->u64(s, "wakes", ctl->wakes);
 	s->u64(s, "tx_full_spins", ctl->tx_full_spins);
 	s->u64(s, "handler_cycles", ctl->handler_tsc);
@@ -233,6 +234,13 @@ mgr_stats_visit_flows(const struct mgr *mgr, struct stats_sink *s)
 	s->u64(s, "flows_closed", st.flows_closed);
 	s->u64(s, "flows_idle_expired", st.flows_idle_expired);
 	s->u64(s, "flows_ended", st.flows_ended);
+	if (st.setup != NULL) {
+		s->u64(s, "setup_count", st.setup->count);
+		s->u64(s, "setup_ns_p50", tsc_to_ns(lat_quantile_tsc(st.setup, 0.50)));
+		s->u64(s, "setup_ns_p99", tsc_to_ns(lat_quantile_tsc(st.setup, 0.99)));
+		s->u64(s, "setup_ns_mean",
+		       st.setup->count ? tsc_to_ns(st.setup->sum_tsc / st.setup->count) : 0);
+	}
 }
 
 void

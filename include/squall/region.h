@@ -65,6 +65,7 @@ struct sq_nf_ctl {
 	uint64_t tx_ring_off;
 	uint32_t burst_max;         /* NF dequeue burst, <= SQ_NF_BURST_MAX */
 	uint32_t batch_budget_pkts; /* then yield the core (seed 001 §4) */
+	uint32_t flow_track;        /* 1: a per-flow NF: clean up at its flow's FIN/RST */
 	uint64_t spin_ns;           /* spin on an empty ring before sleeping */
 	char service[SQ_NAME_LEN];
 
@@ -91,6 +92,10 @@ struct sq_nf_ctl {
 	_Atomic uint32_t flow_gen_done; /* the last flow_gen whose end was cleaned up */
 	uint32_t pad1;
 	uint64_t flows_cleaned; /* state cleaner runs at a flow's end */
+	/* Flows the NF saw close (FIN both ways or RST) and cleaned up by itself,
+	 * before handing back their last packet: the manager then returns the NF
+	 * to its pool without asking (no extra wake per flow). */
+	_Atomic uint32_t closes_cleaned;
 
 	alignas(RTE_CACHE_LINE_SIZE) uint64_t counters[SQ_NF_COUNTERS];
 	char counter_names[SQ_NF_COUNTERS][SQ_NAME_LEN];

@@ -98,6 +98,8 @@ def test_each_connection_gets_its_own_nf_and_gives_it_back(mgr: Manager, tmp_pat
         conn = connection(40000 + i)
         assert [f for f in out if f in conn] == conn, f"connection {i} reordered"
     assert sum(nf["flows_cleaned"] for nf in ex["nfs"].values()) == 2 * n_conn
+    # Each NF saw its connection's FINs and cleaned up by itself, unasked.
+    assert sum(nf["closes_cleaned"] for nf in ex["nfs"].values()) == 2 * n_conn
     assert ex["chains"]["c"]["visits_mismatch"] == 0
 
 
@@ -129,6 +131,11 @@ def test_udp_flows_end_by_idle_timeout(mgr: Manager, tmp_path: Path) -> None:
     mgr.wait_port_tx("out", 15)
     flows = wait_flows_gone(mgr, 5)
     assert flows["flows_idle_expired"] == 5 and flows["flows_closed"] == 0, flows
+    # No close to see: the manager asked each NF to clean up, and it did.
+    mgr.wait_for(
+        lambda: sum(nf["flows_cleaned"] for nf in mgr.nfs().values()) == 10, 10, "10 cleanups"
+    )
+    assert sum(nf["closes_cleaned"] for nf in mgr.nfs().values()) == 0
     mgr.finish()
 
 
