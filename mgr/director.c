@@ -33,10 +33,11 @@
 #include "director.h"
 #include "mgr.h"
 
-/* Flows looked at per expiry round: a sweep of 64K flows takes 16 rounds. */
-#define SCAN_PER_ROUND     4096
+/* The idle sweep covers the whole table about twice a second: idle timeouts
+ * are seconds, and each entry looked at is a cache miss. */
+#define SWEEPS_PER_S       2u
 /* Ends are handled this often: a pool must cover activations x this. */
-#define DIRECTOR_PERIOD_US 500
+#define DIRECTOR_PERIOD_US 500u
 
 struct flow_key {
 	uint32_t ip_lo, ip_hi;
@@ -562,7 +563,9 @@ static void
 expire_flows(struct mgr *mgr, struct director *d, uint64_t now)
 {
 	uint64_t tx_round = atomic_load(&mgr->tx_rounds);
-	uint32_t n = RTE_MIN((uint32_t)SCAN_PER_ROUND, mgr->cfg->max_flows);
+	uint32_t n = RTE_MIN(
+		mgr->cfg->max_flows,
+		RTE_MAX(64u, mgr->cfg->max_flows / (1000000u / DIRECTOR_PERIOD_US / SWEEPS_PER_S)));
 
 	end_closed_flows(mgr, d, now, tx_round);
 	for (uint32_t i = 0; i < n; i++) {
