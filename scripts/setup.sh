@@ -26,9 +26,12 @@ REQUIRED_PKGS=(
 	libdpdk-dev dpdk dpdk-dev meson ninja-build pkg-config gcc
 	libyaml-dev libpcap-dev libbpf-dev libxdp-dev
 	iproute2 iputils-ping ethtool curl procps python3-venv clang-format make
+	apache2-utils tcpdump
 )
 # Traffic and developer tools (DESIGN.md §10); missing from the archive = a warning.
-OPTIONAL_PKGS=(tcpdump nginx-light wrk iperf3)
+# Peers for side-by-side benchmarks (python/squall/bench/peers): nftables for
+# the kernel nft chain, Open vSwitch with DPDK (userspace datapath).
+OPTIONAL_PKGS=(nginx-light wrk iperf3 nftables openvswitch-switch-dpdk)
 
 step() { printf '==> %s\n' "$*"; }
 info() { printf '    %s\n' "$*"; }
