@@ -4,10 +4,14 @@
  * (like a sleeping NF); the sleeper records the TSC delta from just before
  * FUTEX_WAKE to when it runs again. No rings, no packets.
  *
- *   futex_pingpong ITERS WAKER_CORE SLEEPER_CORE GAP_US
+ *   futex_pingpong ITERS WAKER_CORE SLEEPER_CORE GAP_US [HUGE_FILE]
+ *
+ * With HUGE_FILE (a path on hugetlbfs) the futex word lives in a shared
+ * hugepage file mapping, as Squall's does, instead of anonymous shared memory.
  *
  * Prints one JSON line: {"n": N, "p50_ns": .., "p90_ns": .., "p99_ns": .., "mean_ns": ..}
  */
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -96,8 +100,22 @@ main(int argc, char **argv)
 		fprintf(stderr, "usage: futex_pingpong ITERS WAKER_CORE SLEEPER_CORE GAP_US\n");
 		return 2;
 	}
-	sh = mmap(NULL, sizeof(*sh) + (size_t)iters * sizeof(uint64_t), PROT_READ | PROT_WRITE,
-		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	size_t len = sizeof(*sh) + (size_t)iters * sizeof(uint64_t);
+
+	if (argc > 5) {
+		int fd = open(argv[5], O_RDWR | O_CREAT, 0600);
+
+		len = (len + (2u << 20) - 1) & ~((size_t)(2u << 20) - 1);
+		if (fd < 0 || ftruncate(fd, (off_t)len) < 0) {
+			perror(argv[5]);
+			return 1;
+		}
+		sh = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		close(fd);
+		unlink(argv[5]);
+	} else {
+		sh = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	}
 	if (sh == MAP_FAILED)
 		return 1;
 	pid = fork();
