@@ -457,6 +457,11 @@ mgr_director_steer(struct mgr *mgr, struct role_ctx *role, const struct sq_cfg_r
 	if (f->tcp)
 		track_tcp(d, f, flags, from_lo, meta->rx_tsc);
 	meta->flow_id = (uint32_t)pos + 1;
+	if (unlikely(!atomic_load_explicit(&mgr->nfs[nf_of(f, 0)].live, memory_order_relaxed))) {
+		/* Its NF died: the flow's state died with it. */
+		mgr_drop(&role->stats, SQ_DROP_NO_NF, pkt);
+		return NULL;
+	}
 	return mgr_steer_to_nf(mgr, role, &mgr->nfs[nf_of(f, 0)], pkt);
 }
 
@@ -465,8 +470,9 @@ mgr_director_flow_nf(struct mgr *mgr, uint32_t flow_id, uint16_t hop)
 {
 	const struct flow *f = &mgr->dir->flows[flow_id - 1];
 
-	if (f->state == FLOW_FREE || hop >= f->n_hops)
-		return NULL;
+	if (f->state == FLOW_FREE || hop >= f->n_hops ||
+	    !atomic_load_explicit(&mgr->nfs[nf_of(f, hop)].live, memory_order_relaxed))
+		return NULL; /* tx falls back to a live instance of the hop's service */
 	return &mgr->nfs[nf_of(f, hop)];
 }
 

@@ -5,6 +5,8 @@ dropped and counted, and an empty pool falls back as configured."""
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -178,3 +180,27 @@ def test_round_robin_spreads_flows_over_instances(mgr: Manager, tmp_path: Path) 
     # Round-robin NFs are shared: no cleaner runs at a flow's end.
     assert all(nf["flows_cleaned"] == 0 for nf in mgr.nfs().values())
     mgr.finish()
+
+
+def test_killed_per_flow_nf_loses_only_its_flow(mgr: Manager) -> None:
+    cfg = mgr.config(
+        ports=[
+            {"name": "gen", "devargs": "net_null0,no-rx=1"},
+            {"name": "out", "devargs": "net_null1,no-rx=1"},
+        ],
+        services=[{"name": "s", "exec": "squall-nf-sig", "instances": 8}],
+        chains=[{"name": "c", "services": ["s"]}],
+        rules=[{"in_port": "gen", "chain": "c", "out_port": "out", "assign": "per-flow"}],
+    )
+    # Four long TCP connections at once (10,000 packets each).
+    cfg["generator"] = {"port": "gen", "rate_pps": 20000, "flows": 4, "tcp_flow_pkts": 10000}
+    mgr.start(cfg)
+    mgr.wait_for(lambda: mgr.stats()["tx_pkts"] >= 2000, 30, "traffic through 4 flows")
+    busy = [nf for nf in mgr.nfs().values() if nf["rx_pkts"] > 0]
+    assert len(busy) == 4, busy
+    os.kill(busy[0]["pid"], signal.SIGKILL)
+    mgr.wait_for(lambda: mgr.stats()["drops"]["no_nf"] > 100, 30, "the dead NF's flow dropped")
+    tx = mgr.stats()["tx_pkts"]
+    mgr.wait_for(lambda: mgr.stats()["tx_pkts"] > tx + 1000, 30, "the other three flows go on")
+    assert mgr.query("/squall/flows")["flows_created"] == 4
+    mgr.finish(live_mbufs=False)  # the generator keeps packets moving until the stop
