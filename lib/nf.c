@@ -283,6 +283,10 @@ run_handler(struct sq_nf *nf, struct rte_mbuf **pkts, unsigned int n)
 	bool closed = false;
 	unsigned int i;
 
+	/* For the manager's wake-latency histogram: rx to the first NF's handler. */
+	for (i = 0; i < n; i++)
+		if (sq_pkt_meta(pkts[i])->hop == 0)
+			sq_pkt_meta(pkts[i])->nf0_tsc = start_tsc;
 	if (nf->burst_fn != NULL) {
 		for (i = 0; i < n; i++)
 			sq_pkt_meta(pkts[i])->verdict = SQ_NEXT;

@@ -146,6 +146,7 @@ struct mgr_chain {
 	uint64_t tx_pkts __rte_cache_aligned; /* tx role: left it at its egress */
 	uint64_t visits_mismatch; /* left with nf_visits != hops: a hop skipped or doubled */
 	struct lat_hist lat;      /* tx role: rx-to-tx time of packets leaving the chain */
+	struct lat_hist to_nf;    /* tx role: rx to the first NF's handler (wake latency) */
 };
 
 struct mgr {

@@ -21,6 +21,8 @@ leave_chain(struct mgr *mgr, const struct sq_pkt_meta *meta)
 
 	chain->tx_pkts++;
 	lat_add(&chain->lat, mgr->tx_now_tsc - meta->rx_tsc);
+	if (meta->nf0_tsc > meta->rx_tsc)
+		lat_add(&chain->to_nf, meta->nf0_tsc - meta->rx_tsc);
 }
 
 /* NEXT at the last hop leaves the chain by the rule's egress port. */
@@ -177,8 +179,10 @@ mgr_tx_drain_nf(struct mgr *mgr, struct mgr_nf *nf)
 static void
 reset_latency(struct mgr *mgr)
 {
-	for (uint16_t c = 0; c < mgr->cfg->n_chains; c++)
+	for (uint16_t c = 0; c < mgr->cfg->n_chains; c++) {
 		memset(&mgr->chains[c].lat, 0, sizeof(mgr->chains[c].lat));
+		memset(&mgr->chains[c].to_nf, 0, sizeof(mgr->chains[c].to_nf));
+	}
 	atomic_store(&mgr->lat_reset, false);
 }
 

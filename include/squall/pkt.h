@@ -53,6 +53,7 @@ struct sq_pkt_meta {
 	uint32_t sig;       /* written by the sig NF */
 	uint32_t flow_id;   /* manager only: the flow table entry + 1, 0 = none */
 	uint32_t pad;
+	uint64_t nf0_tsc; /* libsquall: TSC when the chain's first NF began its burst */
 	uint64_t rx_tsc;  /* TSC when the manager received it */
 	uint64_t user[2]; /* free for NFs */
 };

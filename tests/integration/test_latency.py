@@ -28,6 +28,10 @@ def test_latency_histogram_counts_and_resets(mgr: Manager, tmp_path: Path) -> No
     # 20,000 cycles of work per packet is at least a few microseconds.
     assert chain["lat_p50_ns"] >= 2000, chain
     assert chain["lat_p50_ns"] <= chain["lat_p99_ns"] <= chain["lat_p999_ns"], chain
+    # rx to the first NF's handler: counted for each packet, and shorter than rx to tx
+    # (the NF spends its 20,000 cycles after that point).
+    assert chain["to_nf_count"] == 200, chain
+    assert 0 < chain["to_nf_p50_ns"] < chain["lat_p50_ns"], chain
     mgr.query("/squall/latency_reset")
     mgr.wait_for(lambda: mgr.chains()["c"]["lat_count"] == 0, 10, "histogram cleared")
     assert mgr.chains()["c"]["lat_p99_ns"] == 0
