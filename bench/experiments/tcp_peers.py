@@ -1,0 +1,179 @@
+"""Real TCP through Squall and its peers on the same two veth ends: iperf3
+throughput and wrk HTTP requests/s between ns client and ns server, reported
+as ratios to Squall. Issue 5 "peers in the same run"; seed 000 §6 setups."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from squall.bench import netns, targets
+from squall.bench.experiment import Context, Experiment, Figure, Series, rounded, spread
+from squall.bench.manager import BenchError
+
+# name -> (NF kinds of the chain, port kind)
+SQUALL_SYSTEMS = {
+    "squall": (["fwd"], "af_packet"),
+    "squall-xdp": (["fwd"], "af_xdp"),
+    "squall-chain3": (["firewall", "l3fwd", "fwd"], "af_packet"),
+}
+TOOLS = ["iperf3", "wrk", "ping", "ss"]
+
+
+def _slug(name: str) -> str:
+    return name.replace("-", "_")
+
+
+def run(ctx: Context) -> None:
+    iperf_s = ctx.param("iperf_s", 5.0, 1.0)
+    wrk_s = ctx.param("wrk_s", 5.0, 1.0)
+    conns = ctx.param("wrk_connections", 16)
+    body = ctx.param("http_body_bytes", 1024)
+    peers, why_no_peers = targets.peers()
+    if why_no_peers:
+        ctx.unavailable["peers"] = why_no_peers
+    by_name: dict[str, Any] = {}
+    for sname, (kinds, port_kind) in SQUALL_SYSTEMS.items():
+        by_name[sname] = targets.Squall(
+            ctx.workdir, ctx.manager_name(), kinds, name=sname, port_kind=port_kind
+        )
+    for p in peers:
+        by_name[p.name] = p
+    default = (
+        ["squall", *[p.name for p in peers]]
+        if ctx.quick
+        else [*SQUALL_SYSTEMS, *[p.name for p in peers]]
+    )
+    wanted = ctx.systems or default
+    ctx.params["systems"] = wanted
+    unknown = [s for s in wanted if s not in by_name]
+    if unknown:
+        raise BenchError(f"unknown systems {', '.join(unknown)}: known {', '.join(by_name)}")
+    if "squall" not in wanted:
+        wanted = ["squall", *wanted]  # the reference of every ratio
+    missing = netns.missing_tools(TOOLS)
+    if missing:
+        raise BenchError(f"missing tools: {', '.join(missing)} (scripts/setup.sh installs them)")
+
+    res: dict[str, dict[str, list[float]]] = {}
+    try:
+        for sname in wanted:
+            system = by_name[sname]
+            why = system.unavailable()
+            if why is not None:
+                ctx.unavailable[sname] = why
+                ctx.log(f"{sname}: not run: {why}")
+                continue
+            ctx.command(["scripts/netns.sh", "up"], what="namespaces")
+            netns.netns("up")
+            servers: list[netns.Background] = []
+            try:
+                servers.append(netns.start_iperf3_server(ctx.workdir))
+                http, http_name = netns.start_http_server(ctx.workdir, body)
+                servers.append(http)
+                ctx.params["http_server"] = http_name
+                t0 = time.monotonic()
+                try:
+                    system.start()
+                    ping_s = netns.wait_path()
+                except Exception as e:  # noqa: BLE001 - PeerError, BenchError: reported as why
+                    ctx.unavailable[sname] = f"start failed: {e}"
+                    ctx.log(f"{sname}: start failed: {e}")
+                    continue
+                if isinstance(system, targets.Squall) and system.manager is not None:
+                    ctx.command(system.manager.command, what="squall-mgr", label=sname,
+                                config=system.manager.config_text)  # fmt: skip
+                ctx.sample("start", system=sname, start_s=round(time.monotonic() - t0, 3),
+                           first_ping_s=round(ping_s, 3))  # fmt: skip
+                r = res.setdefault(sname, {})
+                for rep in range(ctx.reps):
+                    ip, cmd = netns.iperf3(iperf_s)
+                    ctx.command(cmd, what="iperf3", system=sname)
+                    w, cmd = netns.wrk(wrk_s, conns)
+                    ctx.command(cmd, what="wrk", system=sname)
+                    ctx.sample("tcp", system=sname, rep=rep, iperf3=ip, wrk=w)
+                    r.setdefault("gbps", []).append(ip["gbps"])
+                    r.setdefault("retransmits", []).append(ip["retransmits"])
+                    r.setdefault("rps", []).append(w["rps"])
+                    r.setdefault("p99_us", []).append(w["p99_us"])
+                    ctx.log(
+                        f"{sname} rep {rep}: iperf3 {ip['gbps']:.2f} Gbit/s "
+                        f"({ip['retransmits']} retransmits), wrk {w['rps']:,.0f} req/s, "
+                        f"p99 {w['p99_us']:.0f} us"
+                    )
+            finally:
+                system.stop()  # idempotent, also after a failed or interrupted start
+                for srv in servers:
+                    srv.stop()
+    finally:
+        netns.netns("down")
+
+    if "squall" not in res:
+        raise BenchError(f"squall did not run: {ctx.unavailable.get('squall', '?')}")
+    sq_gbps = spread(res["squall"]["gbps"])["median"]
+    sq_rps = spread(res["squall"]["rps"])["median"]
+    for sname, r in res.items():
+        s = _slug(sname)
+        g = spread(r["gbps"])["median"]
+        q = spread(r["rps"])["median"]
+        ctx.summary[f"gbps_iperf3_{s}"] = rounded(g)
+        ctx.summary[f"rps_wrk_{s}"] = rounded(q, 0)
+        ctx.summary[f"p99_us_wrk_{s}"] = rounded(spread(r["p99_us"])["median"], 1)
+        if sname != "squall":
+            ctx.summary[f"ratio_iperf3_{s}_vs_squall"] = rounded(g / sq_gbps) if sq_gbps else None
+            ctx.summary[f"ratio_wrk_{s}_vs_squall"] = rounded(q / sq_rps) if sq_rps else None
+
+    names = list(res)
+    for key, unit, fid, title in (
+        ("gbps", "TCP throughput (Gbit/s)", "iperf3", f"iperf3, 1 TCP stream, {iperf_s:g} s"),
+        ("rps", "HTTP requests/s", "wrk", f"wrk, {conns} connections, {body} B bodies"),
+    ):
+        sp = [spread(res[n][key]) for n in names]
+        ctx.figure(
+            Figure(
+                fid,
+                f"Squall and peers between two namespaces: {title}",
+                "system",
+                unit,
+                [
+                    Series(
+                        "median (min..max)",
+                        names,
+                        [s["median"] for s in sp],
+                        [s["min"] for s in sp],
+                        [s["max"] for s in sp],
+                        "o",
+                    )
+                ],  # fmt: skip
+                xscale="category",
+                caption="Same veth ends (sq-c1, sq-s1), same traffic; systems one after another.",
+            )
+        )
+    ctx.note(
+        "squall: af_packet ports, one squall-nf-fwd in sleep mode; squall-xdp: af_xdp ports; "
+        "squall-chain3: firewall, L3 forwarder (routes by the two hosts' addresses), L2 "
+        "forwarder. The manager polls on core 0 and the NFs run on core 1; iperf3, wrk and the "
+        "servers share both cores with them."
+    )
+
+
+EXPERIMENT = Experiment(
+    name="tcp_peers",
+    title="Real TCP between namespaces: Squall and its peers (iperf3, wrk)",
+    seed="issue 5 peers; seed 000 §6 setups",
+    about=(
+        "scripts/netns.sh makes ns client (10.77.0.1) and ns server (10.77.0.2), joined only "
+        "through sq-c1 and sq-s1 in the root namespace. Each system in turn joins those two "
+        "ends: Squall (squall-mgr with af_packet ports and a chain), then the peers of "
+        "squall.bench.peers (a Linux bridge, a chain of 3 nftables namespaces, Open vSwitch "
+        "with DPDK); one that cannot run here is listed with the exact reason. Through each: "
+        "iperf3 (one TCP stream, 5 s) and wrk (16 connections, 5 s) against nginx with one "
+        "worker serving 1 KiB; 3 repetitions; ratios are peer / Squall."
+    ),
+    run=run,
+    summary_keys=("gbps_iperf3_squall", "rps_wrk_squall"),
+    needs_root=True,
+    needs_generator=False,
+    uses_systems=True,
+    full_minutes=6,
+)

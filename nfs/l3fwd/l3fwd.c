@@ -1,0 +1,214 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * squall-nf-l3fwd: an IPv4 router. Longest-prefix match on the destination
+ * address (lpm.h, its own small table: rte_lpm needs EAL), TTL decremented
+ * and the header checksum patched, then out of the route's port.
+ */
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <rte_byteorder.h>
+#include <rte_ether.h>
+#include <rte_ip.h>
+#include <rte_mbuf.h>
+
+#include <squall/log.h>
+#include <squall/squall.h>
+
+#include "../nf_opt.h"
+#include "lpm.h"
+#include "ttl.h"
+
+#define NF_NAME "squall-nf-l3fwd"
+
+struct l3fwd {
+	struct sq_nf *nf;
+	struct lpm lpm;
+	int routed_ctr;
+	int no_route_ctr;
+	int ttl_ctr;
+	int not_ipv4_ctr;
+};
+
+static void
+usage(FILE *f)
+{
+	fprintf(f, "Usage: " NF_NAME " [--route PREFIX/LEN=PORT]... [--routes FILE]\n"
+		   "Route IPv4 packets by longest-prefix match on the destination address:\n"
+		   "decrement the TTL, patch the header checksum, and send the packet out of\n"
+		   "the route's port (its index in the manager's port list), or on along the\n"
+		   "chain for PORT \"next\".\n"
+		   "Dropped (verdict DROP): no route (counter no_route), TTL 0 or 1\n"
+		   "(ttl_expired). Non-IPv4 frames pass on unchanged (not_ipv4).\n"
+		   "\n"
+		   "  --route R       add route R: A.B.C.D/LEN=PORT or A.B.C.D/LEN=next;\n"
+		   "                  repeat for more (0.0.0.0/0=PORT is a default route)\n"
+		   "  --routes FILE   add the routes in FILE, one per line (A.B.C.D/LEN PORT\n"
+		   "                  or A.B.C.D/LEN=PORT); blank lines and # comments "
+		   "skipped\n" NF_OPT_COMMON_HELP);
+}
+
+static int
+add_route(struct l3fwd *l3, const char *where, const char *s)
+{
+	unsigned int depth;
+	uint32_t prefix, nh;
+	int ret;
+
+	if (lpm_parse_route(s, &prefix, &depth, &nh) < 0) {
+		fprintf(stderr,
+			NF_NAME ": %s: expected A.B.C.D/LEN=PORT (host bits zero, PORT a number "
+				"or \"next\"), got \"%s\"\n",
+			where, s);
+		return -EINVAL;
+	}
+	ret = lpm_add(&l3->lpm, prefix, depth, nh);
+	if (ret < 0)
+		fprintf(stderr, NF_NAME ": %s: cannot add route \"%s\": %s\n", where, s,
+			strerror(-ret));
+	return ret;
+}
+
+static int
+add_routes_file(struct l3fwd *l3, const char *path)
+{
+	char line[256], where[300];
+	unsigned int lineno = 0;
+	char *p, *end;
+	int ret = 0;
+	FILE *f;
+
+	f = fopen(path, "r");
+	if (f == NULL) {
+		fprintf(stderr, NF_NAME ": --routes %s: %s\n", path, strerror(errno));
+		return -errno;
+	}
+	while (ret == 0 && fgets(line, sizeof(line), f) != NULL) {
+		lineno++;
+		p = line + strspn(line, " \t");
+		end = strchr(p, '#');
+		if (end != NULL)
+			*end = '\0';
+		end = p + strlen(p);
+		while (end > p && strchr(" \t\r\n", end[-1]) != NULL)
+			*--end = '\0';
+		if (*p == '\0')
+			continue;
+		snprintf(where, sizeof(where), "%s:%u", path, lineno);
+		ret = add_route(l3, where, p);
+	}
+	fclose(f);
+	return ret;
+}
+
+static sq_verdict_t
+l3fwd_pkt(struct rte_mbuf *pkt, void *arg)
+{
+	struct l3fwd *l3 = arg;
+	struct rte_ether_hdr *eth = rte_pktmbuf_mtod(pkt, struct rte_ether_hdr *);
+	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(eth + 1);
+	int nh;
+
+	if (unlikely(rte_pktmbuf_data_len(pkt) < sizeof(*eth) + sizeof(*ip) ||
+		     eth->ether_type != rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4))) {
+		sq_nf_counter_add(l3->nf, l3->not_ipv4_ctr, 1);
+		return SQ_NEXT;
+	}
+	nh = lpm_lookup(&l3->lpm, rte_be_to_cpu_32(ip->dst_addr));
+	if (unlikely(nh < 0)) {
+		sq_nf_counter_add(l3->nf, l3->no_route_ctr, 1);
+		return SQ_DROP;
+	}
+	if (unlikely(ip->time_to_live <= 1)) {
+		sq_nf_counter_add(l3->nf, l3->ttl_ctr, 1);
+		return SQ_DROP;
+	}
+	ipv4_ttl_dec(ip);
+	sq_nf_counter_add(l3->nf, l3->routed_ctr, 1);
+	return nh == LPM_NH_NEXT ? SQ_NEXT : sq_out((uint16_t)nh);
+}
+
+/* Every route's port must exist: only the region knows how many there are. */
+static int
+check_ports(const struct lpm *lpm, unsigned int n_ports)
+{
+	uint32_t node, i, slot, nh;
+
+	for (node = 0; node < lpm->n_nodes; node++) {
+		for (i = 0; i < LPM_NODE_SLOTS; i++) {
+			slot = lpm->nodes[node][i];
+			if (!(slot & LPM_VALID) || (slot & LPM_CHILD))
+				continue;
+			nh = slot & LPM_VALUE_MASK;
+			if (nh != LPM_NH_NEXT && nh >= n_ports) {
+				fprintf(stderr,
+					NF_NAME
+					": a route goes to port %u: the manager has %u ports\n",
+					nh, n_ports);
+				return -EINVAL;
+			}
+		}
+	}
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"route", required_argument, NULL, 'r'},
+		{"routes", required_argument, NULL, 'f'},
+		NF_OPT_COMMON_LONGOPTS,
+		{NULL, 0, NULL, 0},
+	};
+	static struct l3fwd l3;
+	struct sq_nf *nf;
+	int opt, ret;
+
+	if (lpm_init(&l3.lpm) < 0) {
+		fprintf(stderr, NF_NAME ": out of memory\n");
+		return NF_EXIT_FAIL;
+	}
+	ret = 0;
+	while (ret == 0 && (opt = getopt_long(argc, argv, NF_OPT_SHORT, longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'r':
+			if (add_route(&l3, "--route", optarg) < 0)
+				ret = NF_EXIT_USAGE;
+			break;
+		case 'f':
+			if (add_routes_file(&l3, optarg) < 0)
+				ret = NF_EXIT_USAGE;
+			break;
+		case 'h':
+			usage(stdout);
+			lpm_free(&l3.lpm);
+			return NF_EXIT_OK;
+		case 0: /* for sq_nf_init() */ break;
+		default: ret = nf_opt_usage_error(NF_NAME); break;
+		}
+	}
+	if (ret == 0)
+		ret = nf_opt_check_done(NF_NAME, argc, argv);
+	if (ret == 0)
+		ret = nf_opt_attach(argc, argv, &nf);
+	if (ret != 0)
+		goto out_free;
+	if (check_ports(&l3.lpm, sq_nf_region(nf)->n_ports) < 0) {
+		ret = NF_EXIT_USAGE;
+		goto out_free;
+	}
+	if (l3.lpm.n_routes == 0)
+		SQ_LOG(WARNING, L3FWD, "no routes: every IPv4 packet is dropped (no_route)\n");
+	l3.nf = nf;
+	l3.routed_ctr = sq_nf_counter_register(nf, "routed");
+	l3.no_route_ctr = sq_nf_counter_register(nf, "no_route");
+	l3.ttl_ctr = sq_nf_counter_register(nf, "ttl_expired");
+	l3.not_ipv4_ctr = sq_nf_counter_register(nf, "not_ipv4");
+	sq_nf_set_pkt_handler(nf, l3fwd_pkt, &l3);
+	ret = sq_nf_run(nf) < 0 ? NF_EXIT_FAIL : NF_EXIT_OK;
+out_free:
+	lpm_free(&l3.lpm);
+	return ret;
+}

@@ -1,0 +1,202 @@
+"""squall-mgr configs for experiments: YAML writing and the standard NFs.
+
+The standard NFs are configured as seed 002 §3.3 does: the L3 forwarder with
+10 routes, the firewall with 10 rules; the generator's packets (UDP from
+10.1.x.y to 10.2.0.1, destination port 9) match the last route and the last
+rule, so every packet pays for a full lookup or a full rule scan.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+# Ports for Mpps experiments: the generator's packets enter as if received on
+# "in"; "out" discards what it is given (net_null, no rx).
+GEN_PORT = {"name": "in", "devargs": "net_null0,no-rx=1"}
+OUT_PORT = {"name": "out", "devargs": "net_null1,no-rx=1"}
+OUT_PORT_INDEX = 1
+
+# seed 002 §3.3: "we insert 10 entries to the routing table". 10.2.0.1 (the
+# generator's destination) matches 10.0.0.0/8 and, longer, 10.2.0.0/16.
+L3FWD_OTHER_ROUTES = [
+    "10.0.0.0/8",
+    "172.16.0.0/12",
+    "192.168.0.0/16",
+    "192.168.1.0/24",
+    "198.18.0.0/15",
+    "203.0.113.0/24",
+    "10.3.0.0/16",
+    "10.2.128.0/17",
+    "100.64.0.0/10",
+]
+L3FWD_MATCH_ROUTE = "10.2.0.0/16"
+
+# seed 002 §3.3: "we use 10 rules to filter packets". None of the first nine
+# matches the generator's packets (some nearly do); the tenth allows them.
+FIREWALL_RULES = [
+    "deny,src=192.168.0.0/16",
+    "deny,src=172.16.0.0/12",
+    "deny,proto=tcp,dport=22",
+    "deny,proto=tcp,dport=23",
+    "deny,dst=10.2.0.0/16,proto=udp,dport=53",
+    "deny,dst=10.2.0.0/16,proto=udp,dport=137-139",
+    "deny,src=10.1.0.0/16,proto=tcp",
+    "deny,dst=10.3.0.0/16",
+    "deny,src=0.0.0.0/8",
+    "allow,dst=10.2.0.0/16,proto=udp",
+]
+
+
+@dataclass
+class Service:
+    """One services[] entry; None fields keep the manager's default."""
+
+    name: str
+    exec: str
+    args: list[str] = field(default_factory=list)
+    mode: str = "sleep"
+    instances: int = 1
+    burst_max: int | None = None
+    spin_us: int | None = None
+    ring_slots: int | None = None
+    batch_budget_pkts: int | None = None
+    wake: dict[str, Any] | None = None  # {policy: min|fixed|adaptive, thresh_pkts, timeout_us}
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"name": self.name, "exec": self.exec, "mode": self.mode}
+        if self.args:
+            d["args"] = list(self.args)
+        if self.instances != 1:
+            d["instances"] = self.instances
+        for k in ("burst_max", "spin_us", "ring_slots", "batch_budget_pkts"):
+            v = getattr(self, k)
+            if v is not None:
+                d[k] = v
+        if self.wake:
+            d["wake"] = dict(self.wake)
+        return d
+
+
+NF_KINDS = ("fwd", "l3fwd", "firewall", "noop")
+
+
+def nf_service(kind: str, name: str | None = None, *, out: int | None = None, **kw: Any) -> Service:
+    """A standard NF. out: l3fwd's matching route sends to this port index
+    (sq_out), else on along the chain ("next")."""
+    name = name or kind
+    if kind == "fwd":
+        return Service(name, "squall-nf-fwd", **kw)
+    if kind == "noop":
+        return Service(name, "squall-nf-noop", **kw)
+    if kind == "l3fwd":
+        other = [f"--route={r}=0" for r in L3FWD_OTHER_ROUTES]
+        hop = "next" if out is None else str(out)
+        return Service(
+            name, "squall-nf-l3fwd", [*other, f"--route={L3FWD_MATCH_ROUTE}={hop}"], **kw
+        )
+    if kind == "firewall":
+        return Service(name, "squall-nf-firewall", [f"--rule={r}" for r in FIREWALL_RULES], **kw)
+    raise ValueError(f"unknown NF kind {kind!r}: one of {', '.join(NF_KINDS)}")
+
+
+def paper_chain(length: int) -> list[str]:
+    """seed 002 §4.3's chains: 1 = L3FWD; 2 = firewall, L3FWD; 3 = firewall,
+    L3FWD, L2FWD; longer ones add more L2 forwarders."""
+    if length < 1:
+        raise ValueError("a chain has at least one NF")
+    if length == 1:
+        return ["l3fwd"]
+    return ["firewall", "l3fwd"] + ["fwd"] * (length - 2)
+
+
+def generator(
+    sizes: Sequence[int], flows: int = 1024, rate_pps: int = 0, port: str = "in"
+) -> dict[str, Any]:
+    return {"port": port, "rate_pps": rate_pps, "sizes": list(sizes), "flows": flows}
+
+
+def manager_config(
+    name: str,
+    *,
+    ports: Sequence[dict[str, Any]],
+    services: Sequence[Service],
+    chains: Sequence[dict[str, Any]],
+    rules: Sequence[dict[str, Any]],
+    gen: dict[str, Any] | None = None,
+    **manager: Any,
+) -> dict[str, Any]:
+    """A full config; manager keys default to manager on core 0, NFs on core 1."""
+    mgr: dict[str, Any] = {
+        "name": name,
+        "region_mb": 256,
+        "mbufs": 16383,
+        "stats_interval_ms": 0,
+        "nf_core": 1,
+    }
+    mgr.update(manager)
+    cfg: dict[str, Any] = {
+        "manager": mgr,
+        "ports": list(ports),
+        "services": [s.to_dict() for s in services],
+        "chains": list(chains),
+        "rules": list(rules),
+    }
+    if gen is not None:
+        cfg["generator"] = gen
+    return cfg
+
+
+# ------------------------------------------------------------------ YAML
+
+
+def _is_flow(v: Any) -> bool:
+    if isinstance(v, dict):
+        return not v
+    if isinstance(v, list):
+        return all(not isinstance(x, dict | list) for x in v)
+    return True
+
+
+def _flow(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if v is None:
+        return "null"
+    if isinstance(v, int | float):
+        return str(v)
+    if isinstance(v, str):
+        return json.dumps(v)  # a YAML double-quoted scalar
+    if isinstance(v, list):
+        return "[" + ", ".join(_flow(x) for x in v) + "]"
+    if isinstance(v, dict) and not v:
+        return "{}"
+    raise TypeError(f"cannot write {type(v).__name__} as a YAML scalar")
+
+
+def _yaml_lines(obj: Any, indent: int) -> Iterator[str]:
+    pad = " " * indent
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if _is_flow(v):
+                yield f"{pad}{k}: {_flow(v)}"
+            else:
+                yield f"{pad}{k}:"
+                yield from _yaml_lines(v, indent + 2)
+    elif isinstance(obj, list):
+        for item in obj:
+            if _is_flow(item):
+                yield f"{pad}- {_flow(item)}"
+            else:
+                sub = list(_yaml_lines(item, indent + 2))
+                yield f"{pad}- {sub[0].lstrip()}"
+                yield from sub[1:]
+    else:
+        yield pad + _flow(obj)
+
+
+def to_yaml(obj: dict[str, Any]) -> str:
+    """Block-style YAML, strings double-quoted (so a MAC is never read as a number)."""
+    return "\n".join(_yaml_lines(obj, 0)) + "\n"

@@ -1,0 +1,112 @@
+"""The measurement method every generator experiment shares (issue 5):
+NDR and PDR by rate search (search.py), then latency at 10%, 50% and 90% of
+the PDR; each point repeated (3 by default, 1 with --quick), a fresh manager
+per repetition, reported as min/median/max."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from squall.bench.experiment import Context, spread
+from squall.bench.search import NDR, PDR, Phase, RateSearch
+from squall.bench.trial import Latency, gen_trial, latency_at
+
+LAT_FRACS = (0.1, 0.5, 0.9)
+
+
+@dataclass
+class Method:
+    phases: list[Phase]
+    lat_duration_s: float
+    lat_fracs: tuple[float, ...] = LAT_FRACS
+    max_rate_pps: float = 50e6
+    min_rate_pps: float = 1000.0
+
+    @classmethod
+    def from_ctx(cls, ctx: Context, with_latency: bool = True) -> Method:
+        """Trial lengths from the context: --quick is short, --set may change them."""
+        coarse = ctx.param("coarse_trial_s", 0.5, 0.2)
+        fine = ctx.param("fine_trial_s", 1.0, 0.0)
+        final = ctx.param("final_trial_s", 3.0, 0.5)
+        phases = [Phase(coarse, 0.1)]
+        if fine > 0:
+            phases.append(Phase(fine, 0.03))
+        phases.append(Phase(final, ctx.param("final_width", 0.01, 0.05)))
+        lat_s = ctx.param("latency_trial_s", 2.0, 0.3) if with_latency else 0.0
+        fracs = tuple(ctx.param("latency_fracs", list(LAT_FRACS), [0.5])) if with_latency else ()
+        return cls(phases, lat_s, fracs)
+
+
+@dataclass
+class Point:
+    """One configuration measured ctx.reps times."""
+
+    label: str
+    ndr_pps: list[float] = field(default_factory=list)
+    pdr_pps: list[float] = field(default_factory=list)
+    mrr_pps: list[float] = field(default_factory=list)
+    latency: dict[float, list[Latency]] = field(default_factory=dict)  # frac -> per rep
+
+    def mpps(self, which: str) -> dict[str, float]:
+        vals = {"ndr": self.ndr_pps, "pdr": self.pdr_pps, "mrr": self.mrr_pps}[which]
+        return spread(v / 1e6 for v in vals)
+
+    def lat_us(self, frac: float, what: str = "p50_ns") -> dict[str, float]:
+        return spread(getattr(lat, what) / 1e3 for lat in self.latency.get(frac, []))
+
+
+def measure_point(
+    ctx: Context,
+    label: str,
+    make_cfg: Callable[[str], dict[str, Any]],
+    chains: Sequence[str],
+    method: Method,
+    out_port: str = "out",
+    **info: Any,
+) -> Point:
+    """Search NDR/PDR and measure latency at fractions of the PDR, ctx.reps
+    times, each with a fresh manager on make_cfg(name)."""
+    pt = Point(label)
+    for rep in range(ctx.reps):
+        with ctx.manager(make_cfg(ctx.manager_name()), label=label) as m:
+            search = RateSearch(
+                lambda rate, dur: gen_trial(m, rate, dur, out_port),
+                method.phases,
+                min_rate_pps=method.min_rate_pps,
+                max_rate_pps=method.max_rate_pps,
+            )
+            res = search.run()
+            lats = []
+            for frac in method.lat_fracs:
+                if res.pdr_pps <= 0:
+                    break
+                lat = latency_at(m, chains, frac * res.pdr_pps, method.lat_duration_s, out_port)
+                lats.append((frac, lat))
+                pt.latency.setdefault(frac, []).append(lat)
+            m.set_rate(0)
+            m.wait_idle()
+        pt.ndr_pps.append(res.ndr_pps)
+        pt.pdr_pps.append(res.pdr_pps)
+        pt.mrr_pps.append(res.mrr_pps)
+        ctx.sample(
+            "rate_search",
+            point=label,
+            rep=rep,
+            **info,
+            ndr_pps=round(res.rates_pps[NDR]),
+            pdr_pps=round(res.rates_pps[PDR]),
+            mrr_pps=round(res.mrr_pps),
+            out_of_trials=res.out_of_trials,
+            trials=[t.to_dict() for t in res.trials],
+            latency=[{"frac_of_pdr": f, **lat.to_dict()} for f, lat in lats],
+            exit_code=m.returncode,
+        )
+        lat50 = next((lat for f, lat in lats if f == 0.5), None)
+        ctx.log(
+            f"{label} rep {rep}: NDR {res.ndr_pps / 1e6:.3f} PDR {res.pdr_pps / 1e6:.3f} "
+            f"MRR {res.mrr_pps / 1e6:.3f} Mpps ({len(res.trials)} trials)"
+            + (f", p50 {lat50.p50_ns / 1e3:.1f} us at 50% PDR" if lat50 else "")
+        )
+    return pt

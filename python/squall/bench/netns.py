@@ -1,0 +1,244 @@
+"""Real TCP traffic between the test namespaces (scripts/netns.sh): ns client
+(10.77.0.1, sq-c0) and ns server (10.77.0.2, sq-s0), whose only path is
+through the root-namespace ends sq-c1 and sq-s1 that the system under test
+(Squall or a peer) joins. Servers (iperf3, nginx or python's http.server)
+run in ns server; clients (iperf3, wrk) in ns client. Every command has a
+timeout; every process started here is stopped here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from squall.bench.manager import BenchError
+from squall.bench.paths import NETNS_SH
+
+CLIENT_NS, SERVER_NS = "client", "server"
+CLIENT_IP, SERVER_IP = "10.77.0.1", "10.77.0.2"
+IPERF_PORT = 5201
+HTTP_PORT = 8080
+NETNS_TIMEOUT_S = 60.0
+
+
+def netns(action: str) -> str:
+    """scripts/netns.sh up|down; raises BenchError with its output on failure."""
+    try:
+        r = subprocess.run(
+            [str(NETNS_SH), action],
+            capture_output=True,
+            text=True,
+            timeout=NETNS_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise BenchError(f"{NETNS_SH} {action}: timed out after {NETNS_TIMEOUT_S:g} s") from None
+    if r.returncode != 0:
+        raise BenchError(f"{NETNS_SH} {action} exited {r.returncode}: {r.stdout}{r.stderr}")
+    return r.stdout
+
+
+def in_ns(ns: str, cmd: Sequence[str]) -> list[str]:
+    return ["ip", "netns", "exec", ns, *cmd]
+
+
+def missing_tools(tools: Sequence[str]) -> list[str]:
+    return [t for t in tools if shutil.which(t) is None]
+
+
+class Background:
+    """A process in a namespace, stopped (TERM, then KILL) on stop()."""
+
+    def __init__(self, ns: str, cmd: Sequence[str], log: Path) -> None:
+        self.cmd = in_ns(ns, cmd)
+        self.log = log
+        with log.open("wb") as out:
+            self.proc = subprocess.Popen(
+                self.cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def tail(self) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-500:]
+        except OSError:
+            return ""
+
+
+def wait_listening(ns: str, port: int, proc: Background, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        ss = subprocess.run(
+            in_ns(ns, ["ss", "-Hltn", f"sport = :{port}"]),
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+        if ss.stdout.strip():
+            return
+        if not proc.alive():
+            raise BenchError(f"{' '.join(proc.cmd)} exited: {proc.tail()}")
+        if time.monotonic() > deadline:
+            raise BenchError(f"nothing listens on {ns}:{port} after {timeout_s:g} s")
+        time.sleep(0.1)
+
+
+def wait_path(timeout_s: float = 15.0) -> float:
+    """Ping server from client until one answer comes back; the seconds it took."""
+    t0 = time.monotonic()
+    while True:
+        r = subprocess.run(
+            in_ns(CLIENT_NS, ["ping", "-c", "1", "-W", "1", SERVER_IP]),
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+        if r.returncode == 0:
+            return time.monotonic() - t0
+        if time.monotonic() - t0 > timeout_s:
+            raise BenchError(f"no ping reply from {SERVER_IP} within {timeout_s:g} s")
+
+
+def start_iperf3_server(workdir: Path) -> Background:
+    srv = Background(
+        SERVER_NS,
+        ["iperf3", "-s", "-B", SERVER_IP, "-p", str(IPERF_PORT)],
+        workdir / "iperf3-server.log",
+    )
+    wait_listening(SERVER_NS, IPERF_PORT, srv)
+    return srv
+
+
+NGINX_CONF = """worker_processes 1;
+daemon off;
+pid {prefix}/nginx.pid;
+error_log {prefix}/error.log;
+events {{ worker_connections 1024; }}
+http {{
+  access_log off;
+  client_body_temp_path {prefix}/tmp;
+  proxy_temp_path {prefix}/tmp;
+  fastcgi_temp_path {prefix}/tmp;
+  uwsgi_temp_path {prefix}/tmp;
+  scgi_temp_path {prefix}/tmp;
+  keepalive_requests 1000000;
+  server {{
+    listen {ip}:{port};
+    root {prefix}/www;
+  }}
+}}
+"""
+
+
+def start_http_server(workdir: Path, body_bytes: int) -> tuple[Background, str]:
+    """nginx (one worker) in ns server serving one file of body_bytes, else
+    python's http.server. Returns the process and the server's name."""
+    www = workdir / "www"
+    www.mkdir(parents=True, exist_ok=True)
+    (www / "blob.bin").write_bytes(bytes(body_bytes))
+    (workdir / "tmp").mkdir(exist_ok=True)
+    nginx = shutil.which("nginx") or (
+        "/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None
+    )
+    if nginx:
+        conf = workdir / "nginx.conf"
+        conf.write_text(NGINX_CONF.format(prefix=workdir, ip=SERVER_IP, port=HTTP_PORT))
+        srv = Background(
+            SERVER_NS, [nginx, "-c", str(conf), "-p", str(workdir)], workdir / "nginx.log"
+        )
+        name = "nginx (1 worker)"
+    else:
+        cmd = ["python3", "-m", "http.server", str(HTTP_PORT), "--bind", SERVER_IP,
+               "--directory", str(www)]  # fmt: skip
+        srv = Background(SERVER_NS, cmd, workdir / "http.log")
+        name = "python3 -m http.server"
+    wait_listening(SERVER_NS, HTTP_PORT, srv)
+    return srv, name
+
+
+def iperf3(
+    seconds: float, streams: int = 1, reverse: bool = False
+) -> tuple[dict[str, Any], list[str]]:
+    """One iperf3 TCP run client -> server (reverse: server -> client).
+    Returns (figures, command)."""
+    cmd = ["iperf3", "-c", SERVER_IP, "-p", str(IPERF_PORT), "-t", f"{seconds:g}", "-J",
+           "-P", str(streams), *(["-R"] if reverse else [])]  # fmt: skip
+    full = in_ns(CLIENT_NS, cmd)
+    r = subprocess.run(full, capture_output=True, text=True, timeout=seconds + 30, check=False)
+    try:
+        data = json.loads(r.stdout)
+    except json.JSONDecodeError:
+        raise BenchError(
+            f"iperf3 exited {r.returncode}: {r.stderr.strip() or r.stdout[:300]}"
+        ) from None
+    if "error" in data:
+        raise BenchError(f"iperf3: {data['error']}")
+    end = data["end"]
+    return {
+        "gbps": float(end["sum_received"]["bits_per_second"]) / 1e9,
+        "retransmits": int(end["sum_sent"].get("retransmits", 0)),
+        "seconds": float(end["sum_received"]["seconds"]),
+    }, full
+
+
+_WRK_UNITS = {"us": 1.0, "ms": 1e3, "s": 1e6}
+
+
+def _wrk_us(text: str) -> float:
+    m = re.fullmatch(r"([0-9.]+)(us|ms|s)", text.strip())
+    if m is None:
+        return float("nan")
+    return float(m.group(1)) * _WRK_UNITS[m.group(2)]
+
+
+def wrk(
+    seconds: float, connections: int = 16, threads: int = 1
+) -> tuple[dict[str, Any], list[str]]:
+    """wrk against the HTTP server; requests/s and latency percentiles (us)."""
+    url = f"http://{SERVER_IP}:{HTTP_PORT}/blob.bin"
+    cmd = [
+        "wrk",
+        f"-t{threads}",
+        f"-c{connections}",
+        f"-d{max(1, round(seconds))}s",
+        "--latency",
+        url,
+    ]
+    full = in_ns(CLIENT_NS, cmd)
+    r = subprocess.run(full, capture_output=True, text=True, timeout=seconds + 30, check=False)
+    if r.returncode != 0:
+        raise BenchError(f"wrk exited {r.returncode}: {r.stderr.strip()}")
+    out = r.stdout
+    rps = re.search(r"Requests/sec:\s+([0-9.]+)", out)
+    if rps is None:
+        raise BenchError(f"wrk: no Requests/sec in its output: {out[-300:]}")
+    lat = dict(re.findall(r"^\s+(50|75|90|99)%\s+(\S+)$", out, re.M))
+    errors = re.search(r"Socket errors: (.*)", out)
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    return {
+        "rps": float(rps.group(1)),
+        "p50_us": _wrk_us(lat.get("50", "")),
+        "p99_us": _wrk_us(lat.get("99", "")),
+        "socket_errors": errors.group(1) if errors else "",
+        "non_2xx": int(non2xx.group(1)) if non2xx else 0,
+    }, full

@@ -1,0 +1,354 @@
+"""Open vSwitch with DPDK as a peer: Debian's openvswitch-switch-dpdk, userspace
+(netdev) datapath, one PMD core, bridging sq-c1 and sq-s1 with actions=NORMAL.
+
+ovsdb-server and ovs-vswitchd run as children of this process, with their
+database, sockets and logs in a temporary directory (no systemd, nothing in
+/etc or /var/run/openvswitch), and DPDK on its own EAL settings: --in-memory
+(no hugepage files), no PCI, a file prefix of its own, a small socket-mem.
+
+The ends are attached the way Squall attaches them, DPDK's net_af_xdp; if OVS
+refuses that, OVS's own AF_XDP netdev (type=afxdp), then DPDK's net_af_packet.
+`port_kind` tells which one carried the run, `port_errors` why the others did not.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from .common import (
+    CLIENT_END,
+    POLL_S,
+    SERVER_END,
+    PeerError,
+    link,
+    missing_tool,
+    not_root,
+    require_free_end,
+    run,
+    why_not,
+)
+
+VSWITCHD_DPDK = Path("/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk")
+SCHEMA = Path("/usr/share/openvswitch/vswitch.ovsschema")
+DPDK_RUNTIME = Path("/var/run/dpdk")
+DPDK_INIT_TIMEOUT_S = 30.0
+EXIT_TIMEOUT_S = 10.0
+
+# Port kinds in order of preference: name -> Interface columns for end number i.
+PORT_KINDS: dict[str, tuple[str, ...]] = {
+    "dpdk net_af_xdp": ("type=dpdk", "options:dpdk-devargs=net_af_xdp{i},iface={end}"),
+    "afxdp": ("type=afxdp",),
+    "dpdk net_af_packet": ("type=dpdk", "options:dpdk-devargs=net_af_packet{i},iface={end}"),
+}
+
+
+def _die_with_parent() -> None:
+    """In the child: SIGTERM when the harness dies, so no switch outlives it."""
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _hugepages_free_mib() -> tuple[int, str]:
+    """Free default-size hugepages in MiB, and the /proc/meminfo lines it came from."""
+    info = dict(
+        line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines() if ":" in line
+    )
+    free = int(info.get("HugePages_Free", "0").strip())
+    size_kb = int(info.get("Hugepagesize", "0 kB").split()[0])
+    return free * size_kb // 1024, f"HugePages_Free: {free}, Hugepagesize: {size_kb} kB"
+
+
+def _stop_process(proc: subprocess.Popen[bytes] | None) -> None:
+    """Wait (bounded) for proc to exit, then SIGTERM, then SIGKILL."""
+    if proc is None:
+        return
+    for sig in (None, signal.SIGTERM, signal.SIGKILL):
+        if sig is not None and proc.poll() is None:
+            proc.send_signal(sig)
+        try:
+            proc.wait(timeout=EXIT_TIMEOUT_S / 2)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+class OvsDpdk:
+    """ovs-vswitchd (DPDK build), netdev bridge over the two ends, flows actions=NORMAL."""
+
+    name = "ovs-dpdk"
+
+    def __init__(
+        self,
+        ends: tuple[str, str] = (CLIENT_END, SERVER_END),
+        bridge: str = "sqovs0",
+        pmd_core: int = 0,
+        socket_mem_mib: int = 256,
+    ):
+        self.ends = ends
+        self.bridge = bridge
+        self.pmd_core = pmd_core
+        self.socket_mem_mib = socket_mem_mib
+        self.port_kind: str | None = None
+        self.port_errors: list[str] = []
+        self._dir: Path | None = None
+        self._db: subprocess.Popen[bytes] | None = None
+        self._switch: subprocess.Popen[bytes] | None = None
+        self._saved: dict[str, dict[str, Any]] = {}
+
+    # -- availability ---------------------------------------------------------
+
+    def unavailable(self) -> str | None:
+        if why := not_root():
+            return why
+        if not VSWITCHD_DPDK.is_file():
+            return f"{VSWITCHD_DPDK} not found: install Debian package openvswitch-switch-dpdk"
+        for prog in ("ovsdb-server", "ovsdb-tool", "ovs-vsctl", "ovs-appctl", "ovs-ofctl"):
+            if why := missing_tool(prog, "openvswitch-switch"):
+                return why
+        if not SCHEMA.is_file():
+            return f"{SCHEMA} not found: install Debian package openvswitch-common"
+        try:
+            version = run([str(VSWITCHD_DPDK), "--version"])
+        except PeerError as e:
+            return str(e)
+        if "DPDK" not in version:
+            return f"{VSWITCHD_DPDK} --version names no DPDK: {version.strip()!r}"
+        if self.pmd_core not in os.sched_getaffinity(0):
+            return f"PMD core {self.pmd_core} is not among this process's CPUs"
+        free, facts = _hugepages_free_mib()
+        if free < self.socket_mem_mib:
+            return (
+                f"needs {self.socket_mem_mib} MiB of free hugepages for dpdk-socket-mem, "
+                f"{free} MiB free (/proc/meminfo {facts})"
+            )
+        return None
+
+    # -- helpers --------------------------------------------------------------
+
+    def _path(self, name: str) -> str:
+        assert self._dir is not None
+        return str(self._dir / name)
+
+    def _env(self) -> dict[str, str]:
+        d = self._path("")
+        return {"OVS_RUNDIR": d, "OVS_DBDIR": d, "OVS_LOGDIR": d, "OVS_SYSCONFDIR": d}
+
+    def _vsctl(self, *args: str, timeout: float = 15.0) -> str:
+        db = f"--db=unix:{self._path('db.sock')}"
+        cmd = ["ovs-vsctl", db, f"--timeout={int(timeout)}", *args]
+        return run(cmd, timeout=timeout + 5, env=self._env()).strip()
+
+    def _spawn(self, cmd: list[str], out: str) -> subprocess.Popen[bytes]:
+        with open(self._path(out), "wb") as f:
+            return subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=f,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **self._env()},
+                preexec_fn=_die_with_parent,
+            )
+
+    def _log_tail(self, n: int = 8) -> str:
+        """The switch's last warnings and errors (EAL and port failures land there)."""
+        try:
+            lines = Path(self._path("ovs-vswitchd.log")).read_text(errors="replace").splitlines()
+        except OSError:
+            return "(no ovs-vswitchd log)"
+        bad = [ln for ln in lines if re.search(r"\|(WARN|ERR|EMER)\|", ln)]
+        return " | ".join((bad or lines)[-n:])
+
+    def _file_prefix(self) -> str:
+        assert self._dir is not None
+        return self._dir.name
+
+    # -- start ----------------------------------------------------------------
+
+    def start(self) -> None:
+        self.stop()
+        for end in self.ends:
+            info = require_free_end(end)
+            self._saved[end] = {"flags": set(info.get("flags", [])), "ifindex": info["ifindex"]}
+        self._dir = Path(tempfile.mkdtemp(prefix="squall-ovs-", dir="/tmp"))
+        try:
+            self._start_db()
+            self._start_switch()
+            self._add_bridge()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start_db(self) -> None:
+        run(["ovsdb-tool", "create", self._path("conf.db"), str(SCHEMA)])
+        sock = Path(self._path("db.sock"))
+        self._db = self._spawn(
+            [
+                "ovsdb-server",
+                self._path("conf.db"),
+                f"--remote=punix:{sock}",
+                f"--unixctl={self._path('ovsdb-server.ctl')}",
+                f"--log-file={self._path('ovsdb-server.log')}",
+                "-vconsole:warn",
+            ],
+            "ovsdb-server.out",
+        )
+        deadline = time.monotonic() + 10
+        while not sock.exists():
+            if (rc := self._db.poll()) is not None:
+                out = Path(self._path("ovsdb-server.out")).read_text(errors="replace")
+                raise PeerError(f"ovsdb-server exited {rc}: {out.strip()}")
+            if time.monotonic() > deadline:
+                raise PeerError(f"ovsdb-server: no socket {sock} after 10 s")
+            time.sleep(POLL_S)
+        self._vsctl("--no-wait", "init")
+
+    def _start_switch(self) -> None:
+        core = f"{1 << self.pmd_core:#x}"
+        eal = f"--in-memory --no-pci --no-telemetry --file-prefix={self._file_prefix()}"
+        mem = str(self.socket_mem_mib)
+        self._vsctl(
+            *("--no-wait", "set", "Open_vSwitch", "."),
+            "other_config:dpdk-init=true",
+            f"other_config:dpdk-lcore-mask={core}",
+            f"other_config:pmd-cpu-mask={core}",
+            f"other_config:dpdk-socket-mem={mem}",
+            f"other_config:dpdk-socket-limit={mem}",
+            "other_config:per-port-memory=true",
+            f'other_config:dpdk-extra="{eal}"',
+        )
+        self._switch = self._spawn(
+            [
+                str(VSWITCHD_DPDK),
+                f"unix:{self._path('db.sock')}",
+                f"--unixctl={self._path('ovs-vswitchd.ctl')}",
+                f"--log-file={self._path('ovs-vswitchd.log')}",
+                "-vconsole:warn",
+            ],
+            "ovs-vswitchd.out",
+        )
+        deadline = time.monotonic() + DPDK_INIT_TIMEOUT_S
+        while True:
+            if (rc := self._switch.poll()) is not None:
+                raise PeerError(f"ovs-vswitchd exited {rc} during DPDK init: {self._log_tail()}")
+            if self._vsctl("get", "Open_vSwitch", ".", "dpdk_initialized") == "true":
+                return
+            if time.monotonic() > deadline:
+                raise PeerError(
+                    f"ovs-vswitchd: dpdk_initialized not true after {DPDK_INIT_TIMEOUT_S:g} s "
+                    f"with dpdk-extra={eal!r}: {self._log_tail()}"
+                )
+            time.sleep(0.1)
+
+    def _add_bridge(self) -> None:
+        self._vsctl(
+            *("add-br", self.bridge, "--", "set", "Bridge", self.bridge),
+            *("datapath_type=netdev", "fail_mode=secure"),
+        )
+        self.port_kind, self.port_errors = None, []
+        for kind, columns in PORT_KINDS.items():
+            if (err := self._add_ports(columns)) is None:
+                self.port_kind = kind
+                break
+            self.port_errors.append(f"{kind}: {err}")
+            for end in self.ends:
+                self._vsctl("--if-exists", "del-port", self.bridge, end)
+        else:
+            raise PeerError(
+                f"ovs-vswitchd could not attach {' and '.join(self.ends)} as any port kind: "
+                f"{'; '.join(self.port_errors)}; log: {self._log_tail()}"
+            )
+        mgmt = f"unix:{self._path(self.bridge + '.mgmt')}"
+        run(["ovs-ofctl", "del-flows", mgmt])
+        run(["ovs-ofctl", "add-flow", mgmt, "priority=0,actions=NORMAL"])
+        self._wait_links_up()
+
+    def _add_ports(self, columns: tuple[str, ...]) -> str | None:
+        """Add both ends as ports of one kind; None if both attached, else OVS's error."""
+        for i, end in enumerate(self.ends):
+            cols = [c.format(i=i, end=end) for c in columns]
+            try:
+                self._vsctl("add-port", self.bridge, end, "--", "set", "Interface", end, *cols)
+            except PeerError as e:
+                return str(e)
+            ofport = self._vsctl("get", "Interface", end, "ofport")
+            error = self._vsctl("get", "Interface", end, "error")
+            if ofport in ("-1", "[]") or error not in ("[]", '""'):
+                return f"interface {end} ({' '.join(cols)}): ofport {ofport}, error {error}"
+        return None
+
+    def _wait_links_up(self, timeout: float = 10.0) -> None:
+        """Both ports up and polled by the PMD thread (before that, the first
+        packets wait hundreds of ms)."""
+        ctl = self._path("ovs-vswitchd.ctl")
+        deadline = time.monotonic() + timeout
+        while True:
+            states = {e: self._vsctl("get", "Interface", e, "link_state") for e in self.ends}
+            rxqs = run(["ovs-appctl", "-t", ctl, "dpif-netdev/pmd-rxq-show"])
+            polled = {e: f"port: {e} " in rxqs for e in self.ends}
+            if all(s == "up" for s in states.values()) and all(polled.values()):
+                return
+            if time.monotonic() > deadline:
+                raise PeerError(
+                    f"OVS ports not ready after {timeout:g} s: link_state {states}, "
+                    f"polled by a PMD {polled}"
+                )
+            time.sleep(0.1)
+
+    # -- stop -----------------------------------------------------------------
+
+    def stop(self) -> None:
+        errors: list[str] = []
+        if self._switch is not None and self._switch.poll() is None:
+            # Removing the ports first detaches DPDK from the ends (and their XDP programs).
+            try:
+                self._vsctl("--if-exists", "del-br", self.bridge, timeout=10)
+            except PeerError as e:
+                errors.append(str(e))
+            ctl = self._path("ovs-vswitchd.ctl")
+            if why := why_not(["ovs-appctl", "-t", ctl, "exit", "--cleanup"], timeout=10):
+                errors.append(why)
+        _stop_process(self._switch)
+        if self._db is not None and self._db.poll() is None:
+            why_not(["ovs-appctl", "-t", self._path("ovsdb-server.ctl"), "exit"])
+        _stop_process(self._db)
+        self._switch = self._db = None
+        errors += self._restore_ends()
+        if self._dir is not None:
+            shutil.rmtree(DPDK_RUNTIME / self._file_prefix(), ignore_errors=True)
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+        if errors:
+            raise PeerError(f"{self.name} stop: " + "; ".join(errors))
+
+    def _restore_ends(self) -> list[str]:
+        """Put back what DPDK changed on the ends: promiscuous mode, XDP, up."""
+        errors = []
+        for end, saved in self._saved.items():
+            now = link(end)
+            if now is None or now["ifindex"] != saved["ifindex"]:
+                continue  # gone, or recreated since (netns.sh down/up)
+            flags = set(now.get("flags", []))
+            fixes: list[list[str]] = []
+            if "xdp" in now:
+                fixes.append(["ip", "link", "set", "dev", end, "xdp", "off"])
+            if "PROMISC" in flags and "PROMISC" not in saved["flags"]:
+                fixes.append(["ip", "link", "set", "dev", end, "promisc", "off"])
+            if "UP" in saved["flags"] and "UP" not in flags:
+                fixes.append(["ip", "link", "set", "dev", end, "up"])
+            for fix in fixes:
+                if why := why_not(fix):
+                    errors.append(why)
+            # libxdp's dispatcher pins, if it managed to load one for this end.
+            for pin in Path("/sys/fs/bpf/xdp").glob(f"dispatch-{saved['ifindex']}-*"):
+                shutil.rmtree(pin, ignore_errors=True)
+        self._saved = {}
+        return errors

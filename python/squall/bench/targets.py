@@ -1,0 +1,118 @@
+"""Systems an experiment runs side by side on the test namespaces' two ends
+(sq-c1, sq-s1): Squall, and the peers of squall.bench.peers when that
+package is there. Squall implements the same Peer protocol:
+
+    name: str
+    unavailable() -> str | None   # None if it can run here, else exactly why not
+    start() -> None               # joins ns client and ns server (netns.sh up has run)
+    stop() -> None
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from squall.bench import config
+from squall.bench.manager import Manager
+from squall.bench.paths import MGR_BIN
+
+CLIENT_END, SERVER_END = "sq-c1", "sq-s1"
+
+
+class System(Protocol):
+    name: str
+
+    def unavailable(self) -> str | None: ...
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+# The path's two directions, for the L3 forwarder: the client's and the
+# server's addresses leave by their own port (0 = client, 1 = server).
+NETNS_ROUTES = ["--route=10.77.0.1/32=0", "--route=10.77.0.2/32=1"]
+
+
+class Squall:
+    """squall-mgr bridging sq-c1 and sq-s1 through a chain of NFs, both
+    directions through the same chain (examples/demo.yaml's layout)."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        mgr_name: str,
+        kinds: Sequence[str] = ("fwd",),
+        *,
+        name: str = "squall",
+        port_kind: str = "af_packet",
+        mode: str = "sleep",
+    ) -> None:
+        self.name = name
+        self.workdir = workdir
+        self.mgr_name = mgr_name
+        self.kinds = list(kinds)
+        self.port_kind = port_kind
+        self.mode = mode
+        self.manager: Manager | None = None
+
+    def describe(self) -> str:
+        return f"squall-mgr, {self.port_kind} ports, chain {' -> '.join(self.kinds)} ({self.mode})"
+
+    def config(self) -> dict[str, Any]:
+        def devargs(i: int, iface: str) -> list[str]:
+            xdp = f"net_af_xdp{i},iface={iface},start_queue=0,queue_count=1"
+            pkt = f"net_af_packet{i},iface={iface}"
+            return [xdp, pkt] if self.port_kind == "af_xdp" else [pkt]
+
+        services = []
+        for i, k in enumerate(self.kinds):
+            if k == "l3fwd":
+                services.append(
+                    config.Service(f"s{i}", "squall-nf-l3fwd", list(NETNS_ROUTES), mode=self.mode)
+                )
+            else:
+                services.append(config.nf_service(k, f"s{i}", mode=self.mode))
+        return config.manager_config(
+            self.mgr_name,
+            ports=[
+                {"name": "client", "devargs": devargs(0, CLIENT_END)},
+                {"name": "server", "devargs": devargs(1, SERVER_END)},
+            ],
+            services=services,
+            chains=[{"name": "c", "services": [s.name for s in services]}],
+            rules=[
+                {"in_port": "client", "chain": "c", "out_port": "server"},
+                {"in_port": "server", "chain": "c", "out_port": "client"},
+            ],
+        )
+
+    def unavailable(self) -> str | None:
+        if os.geteuid() != 0:
+            return f"needs root (running as uid {os.geteuid()})"
+        if not MGR_BIN.is_file():
+            return f"{MGR_BIN} not found: run `make build`"
+        return None
+
+    def start(self) -> None:
+        self.stop()
+        self.manager = Manager(self.workdir, self.config())
+        self.manager.start()
+
+    def stop(self) -> None:
+        if self.manager is not None:
+            self.manager.cleanup()
+            self.manager = None
+
+
+def peers() -> tuple[list[System], str | None]:
+    """The peers, or none and why (the package is written in parallel and
+    may be missing or broken: that must not stop Squall's own runs)."""
+    try:
+        from squall.bench.peers import all_peers
+    except Exception as e:  # noqa: BLE001 - any import failure just means no peers
+        return [], f"squall.bench.peers not importable: {type(e).__name__}: {e}"
+    return list(all_peers()), None

@@ -1,0 +1,177 @@
+"""squall-bench (issue 5): every experiment runs in --quick mode and writes
+its result (summary names, figures, commands, machine facts, PNGs) without
+leaving anything behind, and the report renders and publishes them. No
+performance number is asserted: benchmarks are not tests.
+
+Also the rate search on a synthetic system under test, whose NDR and PDR are
+known exactly."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import MGR_BIN, REGION_DIRS, REPO, processes_mentioning
+from squall.bench import registry
+from squall.bench.search import NDR, PDR, Phase, RateSearch, Trial
+
+EXPERIMENTS = registry.all_experiments()
+RUN_TIMEOUT_S = 240  # --quick aims at 20 s; a loaded machine gets room
+
+
+@pytest.fixture(scope="module")
+def results_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("bench-results")
+
+
+def bench(*args: str, results: Path, docs: Path | None = None) -> subprocess.Popen[str]:
+    pythonpath = os.pathsep.join(filter(None, [str(REPO / "python"), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "SQUALL_RESULTS_DIR": str(results), "PYTHONPATH": pythonpath}
+    if docs is not None:
+        env["SQUALL_DOCS_RESULTS_DIR"] = str(docs)
+    return subprocess.Popen(
+        [sys.executable, "-m", "squall.bench.cli", *args],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,  # its own process group: a timeout stops all it started
+    )
+
+
+def finish(proc: subprocess.Popen[str], timeout_s: float) -> tuple[int, str, str]:
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        # SIGTERM first: squall-bench and squall-mgr clean up after themselves.
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+        pytest.fail(f"squall-bench still running after {timeout_s} s\n{err[-3000:]}")
+    return proc.returncode, out, err
+
+
+@pytest.mark.parametrize("name", sorted(EXPERIMENTS))
+def test_experiment_runs_quick(name: str, results_dir: Path) -> None:
+    exp = EXPERIMENTS[name]
+    why = exp.unavailable()
+    if why is not None:
+        pytest.skip(f"{name}: {why}")
+    if not MGR_BIN.is_file():
+        pytest.fail(f"{MGR_BIN} not found: make build", pytrace=False)
+    proc = bench("run", name, "--quick", results=results_dir)
+    rc, out, err = finish(proc, RUN_TIMEOUT_S)
+    assert rc == 0, f"squall-bench run {name} --quick exited {rc}\n{out}\n{err[-4000:]}"
+
+    runs = sorted((results_dir / name).glob("*.json"))
+    assert len(runs) == 1, runs
+    res: dict[str, Any] = json.loads(runs[0].read_text())
+    assert res["experiment"] == name and res["quick"] is True and res["error"] is None, res["error"]
+    missing = [k for k in exp.summary_keys if k not in res["summary"]]
+    assert not missing, f"summary misses {missing}: {res['summary']}"
+    assert all(k in res["targets"] for k in exp.targets)
+    for fact in ("cpu", "cores", "kernel", "dpdk", "hugepages_total", "loadavg_before"):
+        assert res["machine"].get(fact) is not None, fact
+    assert len(res["machine"]["loadavg_after"]) == 3
+    assert res["commands"] and res["samples"], "no commands or no raw samples recorded"
+    assert res["figures"], "no figure"
+    for fig in res["figures"]:
+        assert fig["xlabel"] and fig["ylabel"], fig["id"]
+        png = runs[0].with_name(f"{runs[0].stem}-{fig['id']}.png")
+        assert png.stat().st_size > 1000, png
+    # Every manager it started has stopped, with every mbuf home (exit 0), and
+    # left nothing behind.
+    assert all(s.get("exit_code", 0) in (0, None) for s in res["samples"]), [
+        s.get("exit_code") for s in res["samples"]
+    ]
+    token = f"sqb{proc.pid % 100000}-"
+    assert not processes_mentioning(token), f"processes of {token}* left behind"
+    left = [p for d in REGION_DIRS for p in d.glob(f"squall-{token}*")]
+    assert not left, left
+
+
+def test_report_and_publish(results_dir: Path, tmp_path: Path) -> None:
+    ran = sorted(d.name for d in results_dir.iterdir() if d.is_dir())
+    if not ran:
+        pytest.skip("no experiment ran")
+    docs = tmp_path / "docs-results"
+    rc, out, err = finish(
+        bench("report", "--publish", "--include-quick", results=results_dir, docs=docs), 120
+    )
+    assert rc == 0, f"{out}\n{err}"
+    page = (results_dir / "report.md").read_text()
+    readme = (docs / "README.md").read_text()
+    for name in ran:
+        assert f"## `{name}`" in page and f"## `{name}`" in readme, name
+        assert (docs / f"{name}.json").is_file()
+        pngs = list(docs.glob(f"{name}-*.png"))
+        assert pngs and all(f"({p.name})" in readme for p in pngs), name
+    assert "Quick run" in page  # a quick run is labelled as one
+
+
+def test_list_names_every_experiment() -> None:
+    rc, out, err = finish(bench("list", "--json", results=Path("/nonexistent")), 60)
+    assert rc == 0, err
+    assert sorted(e["name"] for e in json.loads(out)) == sorted(EXPERIMENTS)
+
+
+def test_unknown_experiment_is_a_usage_error(tmp_path: Path) -> None:
+    rc, _, err = finish(bench("run", "no_such_experiment", results=tmp_path), 60)
+    assert rc == 2 and "no experiment" in err
+
+
+# ------------------------------------------------------------------ rate search
+
+
+def synthetic(capacity_pps: float, source_max_pps: float = 1e12) -> Callable[[float, float], Trial]:
+    """A system under test that forwards up to capacity and drops the excess,
+    fed by a source that cannot offer more than source_max_pps."""
+
+    def measure(rate: float, duration: float) -> Trial:
+        offered = source_max_pps if rate == float("inf") else min(rate, source_max_pps)
+        sent = round(offered * duration)
+        drops = round(sent * (offered - capacity_pps) / offered) if offered > capacity_pps else 0
+        return Trial(rate, duration, duration, sent, drops, sent - drops)
+
+    return measure
+
+
+PHASES = [Phase(0.5, 0.1), Phase(1.0, 0.03), Phase(3.0, 0.01)]
+
+
+@pytest.mark.parametrize("capacity", [5e4, 2e6, 9e6])
+def test_search_finds_ndr_and_pdr(capacity: float) -> None:
+    res = RateSearch(synthetic(capacity), PHASES).run()
+    # NDR = capacity; PDR = the rate losing 0.5%: capacity / 0.995.
+    assert capacity * 0.99 <= res.rates_pps[NDR] <= capacity
+    assert capacity * 0.99 <= res.rates_pps[PDR] <= capacity / (1 - PDR)
+    assert res.rates_pps[NDR] <= res.rates_pps[PDR]
+    # The rates reported were held in a final (longest) trial.
+    finals = {t.rate_pps for t in res.trials if t.duration_s == PHASES[-1].duration_s}
+    assert res.rates_pps[NDR] in finals and res.rates_pps[PDR] in finals
+    assert not res.out_of_trials and len(res.trials) < 40
+
+
+def test_search_counts_a_source_that_cannot_keep_up_as_failure() -> None:
+    # The source tops out at 1 Mpps: no rate above it passes, loss or not.
+    res = RateSearch(synthetic(5e6, source_max_pps=1e6), PHASES).run()
+    assert 0.99e6 <= res.rates_pps[PDR] <= 1e6
+    assert res.mrr_pps == pytest.approx(1e6)
+
+
+def test_search_out_of_trials_reports_a_lower_bound() -> None:
+    res = RateSearch(synthetic(2e6), PHASES, max_trials=6).run()
+    assert res.out_of_trials
+    assert all(r <= 2e6 / (1 - PDR) for r in res.rates_pps.values())
