@@ -220,6 +220,10 @@ mgr_stats_visit_chains(const struct mgr *mgr, struct stats_sink *s)
 		s->u64(s, "visits_mismatch", mgr->chains[c].visits_mismatch);
 		visit_latency(&mgr->chains[c].lat, s);
 		s->u64(s, "to_nf_count", mgr->chains[c].to_nf.count);
+		s->u64(s, "to_nf_mean_ns",
+		       mgr->chains[c].to_nf.count ? tsc_to_ns(mgr->chains[c].to_nf.sum_tsc /
+							      mgr->chains[c].to_nf.count)
+						  : 0);
 		s->u64(s, "to_nf_p50_ns", tsc_to_ns(lat_quantile_tsc(&mgr->chains[c].to_nf, 0.50)));
 		s->u64(s, "to_nf_p99_ns", tsc_to_ns(lat_quantile_tsc(&mgr->chains[c].to_nf, 0.99)));
 		s->end(s);

@@ -24,6 +24,63 @@ def _slug(name: str) -> str:
     return name.replace("-", "_")
 
 
+class StartFailed(Exception):
+    pass
+
+
+def measure(
+    ctx: Context,
+    sname: str,
+    system: targets.System,
+    iperf_s: float,
+    wrk_s: float,
+    conns: int,
+    body: int,
+) -> dict[str, list[float]]:
+    """Fresh namespaces and servers, the system joined, ctx.reps runs of
+    iperf3 and wrk; everything stopped again."""
+    ctx.command(["scripts/netns.sh", "up"], what="namespaces")
+    netns.netns("up")
+    servers: list[netns.Background] = []
+    r: dict[str, list[float]] = {}
+    try:
+        servers.append(netns.start_iperf3_server(ctx.workdir))
+        http, http_name = netns.start_http_server(ctx.workdir, body)
+        servers.append(http)
+        ctx.params["http_server"] = http_name
+        t0 = time.monotonic()
+        try:
+            system.start()
+            ping_s = netns.wait_path()
+        except Exception as e:  # noqa: BLE001 - PeerError, BenchError: reported as why
+            raise StartFailed(str(e)) from e
+        if isinstance(system, targets.Squall) and system.manager is not None:
+            ctx.command(system.manager.command, what="squall-mgr", label=sname,
+                        config=system.manager.config_text)  # fmt: skip
+        ctx.sample("start", system=sname, start_s=round(time.monotonic() - t0, 3),
+                   first_ping_s=round(ping_s, 3))  # fmt: skip
+        for rep in range(ctx.reps):
+            ip, cmd = netns.iperf3(iperf_s)
+            ctx.command(cmd, what="iperf3", system=sname)
+            w, cmd = netns.wrk(wrk_s, conns)
+            ctx.command(cmd, what="wrk", system=sname)
+            ctx.sample("tcp", system=sname, rep=rep, iperf3=ip, wrk=w)
+            r.setdefault("gbps", []).append(ip["gbps"])
+            r.setdefault("retransmits", []).append(ip["retransmits"])
+            r.setdefault("rps", []).append(w["rps"])
+            r.setdefault("p99_us", []).append(w["p99_us"])
+            ctx.log(
+                f"{sname} rep {rep}: iperf3 {ip['gbps']:.2f} Gbit/s "
+                f"({ip['retransmits']} retransmits), wrk {w['rps']:,.0f} req/s, "
+                f"p99 {w['p99_us']:.0f} us"
+            )
+    finally:
+        system.stop()  # idempotent, also after a failed or interrupted start
+        for srv in servers:
+            srv.stop()
+    return r
+
+
 def run(ctx: Context) -> None:
     iperf_s = ctx.param("iperf_s", 5.0, 1.0)
     wrk_s = ctx.param("wrk_s", 5.0, 1.0)
@@ -64,47 +121,23 @@ def run(ctx: Context) -> None:
                 ctx.unavailable[sname] = why
                 ctx.log(f"{sname}: not run: {why}")
                 continue
-            ctx.command(["scripts/netns.sh", "up"], what="namespaces")
-            netns.netns("up")
-            servers: list[netns.Background] = []
-            try:
-                servers.append(netns.start_iperf3_server(ctx.workdir))
-                http, http_name = netns.start_http_server(ctx.workdir, body)
-                servers.append(http)
-                ctx.params["http_server"] = http_name
-                t0 = time.monotonic()
+            for attempt in (1, 2):
                 try:
-                    system.start()
-                    ping_s = netns.wait_path()
-                except Exception as e:  # noqa: BLE001 - PeerError, BenchError: reported as why
+                    r = measure(ctx, sname, system, iperf_s, wrk_s, conns, body)
+                except StartFailed as e:
                     ctx.unavailable[sname] = f"start failed: {e}"
                     ctx.log(f"{sname}: start failed: {e}")
+                    break
+                except BenchError as e:
+                    # Most often another user of the namespaces: netns.sh up
+                    # kills what runs in them.
+                    ctx.note(f"{sname}, attempt {attempt}: {e}")
+                    ctx.log(f"{sname}: attempt {attempt} failed: {e}")
+                    if attempt == 2:
+                        ctx.unavailable[sname] = f"measurement failed twice: {e}"
                     continue
-                if isinstance(system, targets.Squall) and system.manager is not None:
-                    ctx.command(system.manager.command, what="squall-mgr", label=sname,
-                                config=system.manager.config_text)  # fmt: skip
-                ctx.sample("start", system=sname, start_s=round(time.monotonic() - t0, 3),
-                           first_ping_s=round(ping_s, 3))  # fmt: skip
-                r = res.setdefault(sname, {})
-                for rep in range(ctx.reps):
-                    ip, cmd = netns.iperf3(iperf_s)
-                    ctx.command(cmd, what="iperf3", system=sname)
-                    w, cmd = netns.wrk(wrk_s, conns)
-                    ctx.command(cmd, what="wrk", system=sname)
-                    ctx.sample("tcp", system=sname, rep=rep, iperf3=ip, wrk=w)
-                    r.setdefault("gbps", []).append(ip["gbps"])
-                    r.setdefault("retransmits", []).append(ip["retransmits"])
-                    r.setdefault("rps", []).append(w["rps"])
-                    r.setdefault("p99_us", []).append(w["p99_us"])
-                    ctx.log(
-                        f"{sname} rep {rep}: iperf3 {ip['gbps']:.2f} Gbit/s "
-                        f"({ip['retransmits']} retransmits), wrk {w['rps']:,.0f} req/s, "
-                        f"p99 {w['p99_us']:.0f} us"
-                    )
-            finally:
-                system.stop()  # idempotent, also after a failed or interrupted start
-                for srv in servers:
-                    srv.stop()
+                res[sname] = r
+                break
     finally:
         netns.netns("down")
 

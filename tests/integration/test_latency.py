@@ -29,9 +29,12 @@ def test_latency_histogram_counts_and_resets(mgr: Manager, tmp_path: Path) -> No
     assert chain["lat_p50_ns"] >= 2000, chain
     assert chain["lat_p50_ns"] <= chain["lat_p99_ns"] <= chain["lat_p999_ns"], chain
     # rx to the first NF's handler: counted for each packet, and shorter than rx to tx
-    # (the NF spends its 20,000 cycles after that point).
+    # (the NF spends its 20,000 cycles after that point). Each packet's difference is
+    # at least those cycles, so the means differ strictly; the quantiles are bucket
+    # edges and may share a bucket when queueing while the NF starts dominates.
     assert chain["to_nf_count"] == 200, chain
-    assert 0 < chain["to_nf_p50_ns"] < chain["lat_p50_ns"], chain
+    assert 0 < chain["to_nf_p50_ns"] <= chain["lat_p50_ns"], chain
+    assert 0 < chain["to_nf_mean_ns"] < chain["lat_mean_ns"], chain
     mgr.query("/squall/latency_reset")
     mgr.wait_for(lambda: mgr.chains()["c"]["lat_count"] == 0, 10, "histogram cleared")
     assert mgr.chains()["c"]["lat_p99_ns"] == 0

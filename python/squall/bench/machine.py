@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,39 @@ def busy_others(sample_s: float = 0.5, min_pct: float = 10.0) -> list[dict[str, 
         if pct >= min_pct:
             busy.append({"pid": pid, "comm": comm, "cpu_pct": round(pct)})
     return sorted(busy, key=lambda b: -int(b["cpu_pct"]))
+
+
+class ContentionMonitor:
+    """Samples busy_others() every interval_s in a thread while a run goes
+    on: when something else competed with the measurement, and how hard."""
+
+    def __init__(self, interval_s: float = 5.0) -> None:
+        self.interval_s = interval_s
+        self.samples: list[dict[str, Any]] = []
+        self._stop = threading.Event()
+        self._t0 = time.monotonic()
+        self._thread = threading.Thread(target=self._loop, name="contention", daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            others = busy_others(sample_s=0.5, min_pct=20.0)
+            if others:
+                t = round(time.monotonic() - self._t0, 1)
+                self.samples.append({"t_s": t, "others": others[:5]})
+
+    def start(self) -> ContentionMonitor:
+        self._thread.start()
+        return self
+
+    def stop(self) -> list[dict[str, Any]]:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        return self.samples
+
+    def busy_share(self, duration_s: float) -> float:
+        """Share of the run's samples that saw another busy process."""
+        n = max(1, int(duration_s / self.interval_s))
+        return min(1.0, len(self.samples) / n)
 
 
 def git_state() -> dict[str, Any]:

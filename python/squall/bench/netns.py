@@ -119,6 +119,13 @@ def wait_path(timeout_s: float = 15.0) -> float:
             raise BenchError(f"no ping reply from {SERVER_IP} within {timeout_s:g} s")
 
 
+def _ns_hint() -> str:
+    return (
+        " (was scripts/netns.sh run meanwhile by someone else? it kills what runs in "
+        "the namespaces)"
+    )
+
+
 def start_iperf3_server(workdir: Path) -> Background:
     srv = Background(
         SERVER_NS,
@@ -192,7 +199,7 @@ def iperf3(
             f"iperf3 exited {r.returncode}: {r.stderr.strip() or r.stdout[:300]}"
         ) from None
     if "error" in data:
-        raise BenchError(f"iperf3: {data['error']}")
+        raise BenchError(f"iperf3: {data['error']}{_ns_hint()}")
     end = data["end"]
     return {
         "gbps": float(end["sum_received"]["bits_per_second"]) / 1e9,
@@ -227,7 +234,7 @@ def wrk(
     full = in_ns(CLIENT_NS, cmd)
     r = subprocess.run(full, capture_output=True, text=True, timeout=seconds + 30, check=False)
     if r.returncode != 0:
-        raise BenchError(f"wrk exited {r.returncode}: {r.stderr.strip()}")
+        raise BenchError(f"wrk exited {r.returncode}: {r.stderr.strip()}{_ns_hint()}")
     out = r.stdout
     rps = re.search(r"Requests/sec:\s+([0-9.]+)", out)
     if rps is None:

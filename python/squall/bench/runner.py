@@ -67,6 +67,7 @@ def run(
         shown = ", ".join(f"{o['comm']} {o['cpu_pct']}%" for o in facts["busy_others_before"])
         print(f"squall-bench: warning: other busy processes: {shown}", file=sys.stderr)
     started = time.time()
+    monitor = machine.ContentionMonitor().start()
     error: str | None = None
     interrupted = False
     with tempfile.TemporaryDirectory(prefix=f"squall-bench-{exp.name}-") as tmp:
@@ -94,6 +95,13 @@ def run(
             ctx.note("traceback:\n" + traceback.format_exc())
         finally:
             ctx.cleanup()
+    contention = monitor.stop()
+    share = monitor.busy_share(time.time() - started)
+    if contention:
+        ctx.note(
+            f"another process used more than 20% of a CPU in {share:.0%} of the 5 s checks "
+            "during the run (see contention): numbers may be disturbed"
+        )
     facts["loadavg_after"] = machine.loadavg()
     facts["busy_others_after"] = machine.busy_others()
     for when in ("before", "after"):
@@ -123,6 +131,7 @@ def run(
         "figures": [f.to_dict() for f in ctx.figures],
         "notes": ctx.notes,
         "error": error,
+        "contention": contention,
         "commands": ctx.commands,
         "samples": ctx.samples,
     }
