@@ -482,7 +482,8 @@ static bool
 flow_is_quiet(const struct mgr *mgr, const struct flow *f)
 {
 	for (uint16_t h = 0; h < f->n_hops; h++)
-		if (mgr_nf_outstanding(mgr, &mgr->nfs[nf_of(f, h)]) != 0)
+		if (mgr_nf_outstanding(mgr, &mgr->nfs[nf_of(f, h)]) != 0 ||
+		    mgr_steer_held(mgr, &mgr->nfs[nf_of(f, h)]) != 0)
 			return false;
 	return true;
 }

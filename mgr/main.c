@@ -279,6 +279,9 @@ shutdown_mgr(struct mgr *mgr, const struct options *o, bool rx_elsewhere)
 	mgr->stop = true;
 	if (rx_elsewhere)
 		rte_eal_mp_wait_lcore();
+	/* The roles have stopped and hold nothing new from here (mgr->stop). */
+	mgr_wakeup_drop_all_held(mgr, &mgr->rx, SQ_DROP_SHUTDOWN);
+	mgr_wakeup_drop_all_held(mgr, &mgr->tx, SQ_DROP_SHUTDOWN);
 	if (mgr->region != NULL && mgr->nfs != NULL)
 		mgr_nfs_stop_all(mgr);
 	mgr_ports_close(mgr);

@@ -59,16 +59,39 @@ struct role_stats {
 	uint64_t drops[SQ_DROP_MAX];
 } __rte_cache_aligned;
 
-/* Packets a role has decided to send to one NF, sent as one burst at the end
- * of the role's round: one ring operation and one wake check per NF per round. */
+/* Packets a role has decided to send to one NF. They go as one burst at the
+ * end of the role's round (one ring operation and one wake check per NF per
+ * round), or, while the NF sleeps below its wake threshold, they stay here
+ * across rounds until the threshold or the timeout: then a sleeping NF costs
+ * the manager no cross-core traffic at all per packet (DESIGN §5). */
+#define SQ_STAGE_MAX 64
 struct nf_stage {
 	uint16_t n;
+	uint16_t n_counted;        /* of n, already counted in held_pkts */
+	bool listed;               /* on the role's touched list */
 	bool urgent;               /* a FIN or RST is staged: wake at once */
+	bool pending;              /* on the role's pending queue (pending_since valid) */
 	_Atomic uint64_t enq_pkts; /* sent to this NF by this role, ever (tx role reads) */
 	uint64_t ring_full_pkts;   /* dropped by this role: the NF's rx ring was full */
-	uint64_t pending_since;    /* TSC the NF began to wait for a wake; 0 = not */
+	uint64_t held_pkts;        /* packets kept here below the threshold, ever */
+	uint64_t pending_since;    /* TSC the NF began to wait for a wake */
 	uint64_t pending_sleeps;   /* the NF's sleep count then: a new sleep restarts the clock */
-	struct rte_mbuf *pkts[SQ_NF_BURST_MAX];
+	struct rte_mbuf *pkts[SQ_STAGE_MAX];
+};
+
+/* NFs that wait for a wake by timeout, oldest first; one queue per service,
+ * since a service's NFs share a timeout and so expire in the order they
+ * started to wait. Entries are never searched: an entry whose NF was woken
+ * meanwhile is recognised as stale when it reaches the head. */
+struct pending_entry {
+	uint32_t nf_id;
+	uint64_t since;
+	uint64_t deadline;
+};
+struct pending_queue {
+	struct pending_entry *e;
+	uint32_t cap; /* a power of two; grows when full */
+	uint32_t head, tail;
 };
 
 struct port_stage {
@@ -80,10 +103,11 @@ struct port_stage {
 struct role_ctx {
 	struct role_stats stats;
 	struct nf_stage *stages; /* one per NF */
-	uint32_t *touched;       /* NF ids with a non-empty stage */
+	uint32_t *touched;       /* NF ids given packets this round */
 	uint32_t n_touched;
-	uint32_t *pending; /* NF ids asleep with packets below their threshold */
-	uint32_t n_pending;
+	struct pending_queue *pending; /* one per service */
+	uint16_t n_queues;
+	uint32_t n_pending; /* entries in all queues, stale ones included */
 	struct port_stage ports[SQ_MAX_PORTS];
 };
 
@@ -240,12 +264,18 @@ struct mgr_nf *mgr_steer_to_nf(struct mgr *mgr, struct role_ctx *role, struct mg
 			       struct rte_mbuf *pkt);
 void mgr_steer_to_port(struct mgr *mgr, struct role_ctx *role, uint16_t port, struct rte_mbuf *pkt);
 void mgr_steer_flush(struct mgr *mgr, struct role_ctx *role);
+void mgr_steer_flush_nf(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id);
+void mgr_steer_drop_held(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id,
+			 enum sq_drop cause);
+uint32_t mgr_steer_held(const struct mgr *mgr, const struct mgr_nf *nf);
 void mgr_drop(struct role_stats *st, enum sq_drop cause, struct rte_mbuf *pkt);
 
 /* wakeup.c */
 void mgr_wakeup_init_nf(struct mgr_nf *nf, const struct sq_cfg_wake *cfg);
 int mgr_wakeup_set_policy(struct mgr *mgr, uint16_t service, const struct sq_cfg_wake *cfg);
+bool mgr_wakeup_hold(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id);
 void mgr_wakeup_check(struct mgr *mgr, struct role_ctx *role);
+void mgr_wakeup_drop_all_held(struct mgr *mgr, struct role_ctx *role, enum sq_drop cause);
 unsigned int mgr_wakeup_poll(struct mgr *mgr, struct role_ctx *role);
 void mgr_wakeup_force(struct mgr_nf *nf);
 const char *mgr_wake_policy_name(uint32_t policy);

@@ -146,6 +146,8 @@ visit_nf(const struct mgr *mgr, const struct mgr_nf *nf, struct stats_sink *s)
 	s->u64(s, "rx_ring_count", rte_ring_count(nf->rx));
 	s->u64(s, "tx_active", atomic_load(&nf->active));
 	s->u64(s, "outstanding", mgr_nf_outstanding(mgr, nf));
+	s->u64(s, "held", mgr_steer_held(mgr, nf));
+	s->u64(s, "held_pkts", mgr->rx.stages[nf->id].held_pkts + mgr->tx.stages[nf->id].held_pkts);
 	s->u64(s, "ring_full_drops",
 	       mgr->rx.stages[nf->id].ring_full_pkts + mgr->tx.stages[nf->id].ring_full_pkts);
 	s->str(s, "wake_policy", mgr_wake_policy_name(nf->wake.policy));

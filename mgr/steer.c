@@ -27,7 +27,8 @@ mgr_role_init(struct mgr *mgr, struct role_ctx *role)
 
 	role->stages = calloc(n, sizeof(*role->stages));
 	role->touched = calloc(n, sizeof(*role->touched));
-	role->pending = calloc(n, sizeof(*role->pending));
+	role->n_queues = mgr->cfg->n_services;
+	role->pending = calloc(role->n_queues ? role->n_queues : 1, sizeof(*role->pending));
 	if (role->stages == NULL || role->touched == NULL || role->pending == NULL) {
 		mgr_role_free(role);
 		return -ENOMEM;
@@ -38,6 +39,8 @@ mgr_role_init(struct mgr *mgr, struct role_ctx *role)
 void
 mgr_role_free(struct role_ctx *role)
 {
+	for (uint16_t q = 0; role->pending != NULL && q < role->n_queues; q++)
+		free(role->pending[q].e);
 	free(role->stages);
 	free(role->touched);
 	free(role->pending);
@@ -74,18 +77,24 @@ pick_instance(struct mgr *mgr, uint16_t service, uint32_t flow_hash)
 	return NULL;
 }
 
-static void
-flush_nf(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id)
+void
+mgr_steer_flush_nf(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id)
 {
 	struct nf_stage *stage = &role->stages[nf_id];
 	struct mgr_nf *nf = &mgr->nfs[nf_id];
 	unsigned int sent;
 
+	/* Tag before the enqueue: once in the ring the NF may already hold them,
+	 * and a crash reclaim finds the packets an NF held by this tag. Held
+	 * packets stay untagged: they are the manager's until now. */
+	for (unsigned int i = 0; i < stage->n; i++)
+		sq_pkt_meta(stage->pkts[i])->owner = nf_id + 1;
 	sent = rte_ring_enqueue_burst(nf->rx, (void **)stage->pkts, stage->n, NULL);
 	for (unsigned int i = sent; i < stage->n; i++)
 		mgr_drop(&role->stats, SQ_DROP_NF_RING_FULL, stage->pkts[i]);
 	stage->ring_full_pkts += stage->n - sent;
 	stage->n = 0;
+	stage->n_counted = 0;
 	if (sent == 0)
 		return;
 	/* Count before activating: the tx role's outstanding check must see it. */
@@ -95,18 +104,35 @@ flush_nf(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id)
 	mgr_tx_activate(mgr, nf);
 }
 
+void
+mgr_steer_drop_held(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id, enum sq_drop cause)
+{
+	struct nf_stage *stage = &role->stages[nf_id];
+
+	(void)mgr;
+	for (unsigned int i = 0; i < stage->n; i++)
+		mgr_drop(&role->stats, cause, stage->pkts[i]);
+	stage->n = 0;
+	stage->n_counted = 0;
+}
+
+uint32_t
+mgr_steer_held(const struct mgr *mgr, const struct mgr_nf *nf)
+{
+	return mgr->rx.stages[nf->id].n + mgr->tx.stages[nf->id].n;
+}
+
 struct mgr_nf *
 mgr_steer_to_nf(struct mgr *mgr, struct role_ctx *role, struct mgr_nf *nf, struct rte_mbuf *pkt)
 {
 	struct nf_stage *stage = &role->stages[nf->id];
 
-	if (stage->n == 0)
+	if (!stage->listed) {
 		role->touched[role->n_touched++] = nf->id;
-	else if (unlikely(stage->n == SQ_NF_BURST_MAX))
-		flush_nf(mgr, role, nf->id); /* stays on the touched list */
-	/* Set before the enqueue: once in the ring the NF may already hold it,
-	 * and a crash reclaim finds the packets an NF held by this tag. */
-	sq_pkt_meta(pkt)->owner = nf->id + 1;
+		stage->listed = true;
+	}
+	if (unlikely(stage->n == SQ_STAGE_MAX))
+		mgr_steer_flush_nf(mgr, role, nf->id); /* stays on the touched list */
 	stage->pkts[stage->n++] = pkt;
 	return nf;
 }
@@ -156,12 +182,24 @@ mgr_steer_to_port(struct mgr *mgr, struct role_ctx *role, uint16_t port, struct 
 	stage->pkts[stage->n++] = pkt;
 }
 
+/* End of a round: each NF given packets gets them now, unless it sleeps
+ * below its wake threshold, in which case they wait here (mgr_wakeup_hold). */
 void
 mgr_steer_flush(struct mgr *mgr, struct role_ctx *role)
 {
-	for (uint32_t i = 0; i < role->n_touched; i++)
-		flush_nf(mgr, role, role->touched[i]);
-	if (role->n_touched > 0)
+	uint32_t sent = 0;
+
+	for (uint32_t i = 0; i < role->n_touched; i++) {
+		uint32_t id = role->touched[i];
+
+		role->stages[id].listed = false;
+		if (mgr_wakeup_hold(mgr, role, id))
+			continue;
+		mgr_steer_flush_nf(mgr, role, id);
+		role->touched[sent++] = id;
+	}
+	role->n_touched = sent;
+	if (sent > 0)
 		mgr_wakeup_check(mgr, role);
 	role->n_touched = 0;
 	for (uint16_t p = 0; p < mgr->n_ports; p++)

@@ -4,6 +4,8 @@ and no NF starved when many share a core."""
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -163,4 +165,53 @@ def test_no_nf_starves_on_a_shared_core(mgr: Manager) -> None:
     # Every NF got its share of flows and none was left with packets queued.
     assert all(nf["rx_pkts"] > 0 and nf["rx_ring_count"] == 0 for nf in nfs.values()), nfs
     assert_one_wake_per_sleep(nfs)
+    mgr.finish()
+
+
+def send_exactly_about(mgr: Manager, pkts: int, rate_pps: int = 200) -> int:
+    """Let the generator send at least pkts at a low rate, pause it; how many went."""
+    before = int(mgr.query("/squall/gen")["sent_pkts"])
+    mgr.query(f"/squall/gen_rate,{rate_pps}")
+    mgr.wait_for(lambda: mgr.query("/squall/gen")["sent_pkts"] >= before + pkts, 30, f"{pkts} sent")
+    mgr.query("/squall/gen_rate,0")
+    return int(mgr.query("/squall/gen")["sent_pkts"]) - before
+
+
+def test_below_threshold_packets_wait_in_the_manager(mgr: Manager) -> None:
+    """A sleeping NF below its threshold gets nothing: its packets stay in the
+    manager's stage (no ring write, no wake) until the threshold is reached."""
+    wake = {"policy": "fixed", "thresh_pkts": 16, "timeout_us": 10000000}
+    mgr.start(gen_config(mgr, wake, rate_pps=0))
+    wait_all_asleep(mgr)
+    held = send_exactly_about(mgr, 5)
+    assert held < 16
+    nf = next(iter(mgr.nfs().values()))
+    assert nf["state"] == "asleep" and nf["rx_pkts"] == 0, nf
+    assert nf["held"] == held and nf["rx_ring_count"] == 0 and nf["wakes"] == 0, nf
+    sent = held + send_exactly_about(mgr, 16 - held)
+    mgr.wait_for(lambda: next(iter(mgr.nfs().values()))["rx_pkts"] >= 16, 10, "threshold wake")
+    nf = next(iter(wait_all_asleep(mgr).values()))
+    assert nf["wakes_by_thresh"] == 1 and nf["wakes_by_timeout"] == 0, nf
+    assert nf["held_pkts"] >= held, nf  # counted once each, while they waited
+    # What the generator sent after the 16th waits again (10 s timeout): every
+    # packet is either with the NF or held, never both, never neither.
+    assert nf["rx_pkts"] + nf["held"] == sent and nf["held"] < 16, nf
+    assert mgr.stats()["tx_pkts"] == nf["rx_pkts"]
+    assert_one_wake_per_sleep(mgr.nfs())
+    ex = mgr.finish(live_mbufs=False)  # the held ones are dropped at shutdown
+    assert ex["stats"]["drops"]["shutdown"] == nf["held"], ex["stats"]
+
+
+def test_packets_held_for_a_killed_nf_are_counted(mgr: Manager) -> None:
+    """An NF dies while the manager holds packets for it: at the timeout they
+    are dropped as nf_died, none is lost."""
+    wake = {"policy": "fixed", "thresh_pkts": 64, "timeout_us": 1000000}
+    mgr.start(gen_config(mgr, wake, rate_pps=0))
+    nf = next(iter(wait_all_asleep(mgr).values()))
+    sent = send_exactly_about(mgr, 5)
+    assert next(iter(mgr.nfs().values()))["held"] == sent
+    os.kill(int(nf["pid"]), signal.SIGKILL)
+    mgr.wait_for(lambda: mgr.stats()["drops"]["nf_died"] == sent, 10, f"{sent} nf_died")
+    st = mgr.stats()
+    assert st["tx_pkts"] == 0, st
     mgr.finish()
