@@ -41,7 +41,8 @@ struct sq_nf {
 	void *handler_arg;
 	sq_state_cleaner_fn cleaner_fn;
 	void *cleaner_arg;
-	uint64_t spin_tsc;
+	uint64_t spin_tsc;     /* the configured spin (spin_us) */
+	uint64_t spin_cur_tsc; /* the spin now: adapts between 0 and spin_tsc */
 	int n_counters;
 	uint32_t flow_fins; /* per-flow NF: FINs seen in the current flow */
 	volatile sig_atomic_t stop_local;
@@ -151,6 +152,7 @@ sq_nf_init(int argc, char **argv, struct sq_nf **out)
 	nf->rx = sq_region_ptr(nf->hdr, nf->ctl->rx_ring_off);
 	nf->tx = sq_region_ptr(nf->hdr, nf->ctl->tx_ring_off);
 	nf->spin_tsc = nf->ctl->spin_ns * nf->hdr->tsc_hz / 1000000000ull;
+	nf->spin_cur_tsc = nf->spin_tsc;
 	atomic_store(&nf->ctl->pid, (int32_t)getpid());
 	/* Spawned by the manager: go when it goes, even if it is SIGKILLed. */
 	if (getppid() == nf->hdr->mgr_pid)
@@ -365,19 +367,56 @@ futex_wait(_Atomic uint32_t *word, uint32_t val, const struct timespec *timeout)
 	return syscall(SYS_futex, word, FUTEX_WAIT, val, timeout, NULL, 0);
 }
 
-/* Spin on an empty ring for spin_tsc: a cross-core wake costs ~30 us here and
- * a spin handoff ~0.1 us (DESIGN §10), so a short spin saves most wakes. */
+/* NFs the manager woke on our core that have not run yet. */
+static bool
+others_woken(const struct sq_nf *nf)
+{
+	return atomic_load_explicit(&nf->hdr->woken[nf->ctl->core_group].n, memory_order_relaxed) >
+	       0;
+}
+
+/* Spin on an empty ring before sleeping: a cross-core wake costs ~30 us here
+ * and a spin handoff ~0.1 us (DESIGN §10), so a short spin saves most wakes.
+ * But not while NFs woken on this core wait for it: the spin would delay
+ * them, and with tens of NFs sharing a core that is how the core gets lost.
+ * The spin's length adapts (adapt_spin): full while packets come back within
+ * it, shrinking towards none when they do not, so an NF under a trickle
+ * costs CPU in proportion to its packets, not to its wakes. */
 static bool
 spin_for_pkts(struct sq_nf *nf)
 {
-	uint64_t end_tsc = rte_rdtsc() + nf->spin_tsc;
+	uint64_t end_tsc = rte_rdtsc() + nf->spin_cur_tsc;
 
 	do {
 		if (rte_ring_count(nf->rx) > 0)
 			return true;
+		if (others_woken(nf))
+			return false;
 		rte_pause();
 	} while (rte_rdtsc() < end_tsc);
 	return false;
+}
+
+/* After a sleep of slept_tsc: had a full spin covered it, spin fully next
+ * time (doubling back up); else halve the spin. */
+static void
+adapt_spin(struct sq_nf *nf, uint64_t slept_tsc)
+{
+	if (slept_tsc < nf->spin_tsc)
+		nf->spin_cur_tsc =
+			RTE_MIN(nf->spin_tsc, RTE_MAX(2 * nf->spin_cur_tsc, nf->spin_tsc / 8));
+	else
+		nf->spin_cur_tsc /= 2;
+}
+
+/* AWAKE again. If the manager woke us, it counted us among the NFs woken
+ * on this core that wait to run: we run now. */
+static void
+woke_up(struct sq_nf *nf)
+{
+	if (atomic_exchange(&nf->ctl->state, SQ_NF_AWAKE) == SQ_NF_WAKING)
+		atomic_fetch_sub_explicit(&nf->hdr->woken[nf->ctl->core_group].n, 1,
+					  memory_order_relaxed);
 }
 
 /* Sleep until the manager wakes us (DESIGN §5). Every ASLEEP we publish ends
@@ -400,7 +439,8 @@ nf_sleep(struct sq_nf *nf)
 		 * FUTEX_WAKE finds no waiter, which is harmless. */
 		if (atomic_compare_exchange_strong(&nf->ctl->state, &expected, SQ_NF_AWAKE))
 			nf->ctl->sleep_cancels++;
-		atomic_store(&nf->ctl->state, SQ_NF_AWAKE);
+		else
+			woke_up(nf); /* the manager's wake came first */
 		return;
 	}
 	while (atomic_load(&nf->ctl->state) == SQ_NF_ASLEEP) {
@@ -410,7 +450,7 @@ nf_sleep(struct sq_nf *nf)
 		if (nf_should_stop(nf))
 			break;
 	}
-	atomic_store(&nf->ctl->state, SQ_NF_AWAKE);
+	woke_up(nf);
 }
 
 /* The manager ended this NF's flow: everything of it is handled (our queue
@@ -434,6 +474,7 @@ nf_loop(struct sq_nf *nf)
 	uint32_t budget = nf->ctl->batch_budget_pkts;
 	uint32_t done_pkts = 0;
 	uint32_t empty_polls = 0;
+	uint64_t sleep_tsc;
 
 	while (!nf_should_stop(nf)) {
 		unsigned int n = nf_poll_once(nf);
@@ -458,7 +499,9 @@ nf_loop(struct sq_nf *nf)
 		end_flow_if_asked(nf);
 		if (spin_for_pkts(nf))
 			continue;
+		sleep_tsc = rte_rdtsc();
 		nf_sleep(nf);
+		adapt_spin(nf, rte_rdtsc() - sleep_tsc);
 	}
 }
 

@@ -3,8 +3,10 @@
  * whole file at the address the manager used.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -52,8 +54,10 @@ sq_region_map(const char *path, struct sq_region_hdr **out)
 		SQ_LOG(ERR, NF, "%s: cannot open region: %s\n", path, strerror(errno));
 		return ret;
 	}
+	/* Magic and ABI first: a header of another ABI may have another size. */
+	memset(&hdr, 0, sizeof(hdr));
 	n = pread(fd, &hdr, sizeof(hdr), 0);
-	if (n != (ssize_t)sizeof(hdr)) {
+	if (n < (ssize_t)(offsetof(struct sq_region_hdr, abi_version) + sizeof(hdr.abi_version))) {
 		SQ_LOG(ERR, NF, "%s: not a Squall region (shorter than its header)\n", path);
 		ret = -EPROTO;
 		goto out_close;
@@ -61,6 +65,11 @@ sq_region_map(const char *path, struct sq_region_hdr **out)
 	ret = check_hdr(path, &hdr);
 	if (ret < 0)
 		goto out_close;
+	if (n != (ssize_t)sizeof(hdr)) {
+		SQ_LOG(ERR, NF, "%s: not a Squall region (shorter than its header)\n", path);
+		ret = -EPROTO;
+		goto out_close;
+	}
 
 	/* No MAP_POPULATE: the NF touches only its rings and the mbufs it is
 	 * given, so its page tables stay small. */

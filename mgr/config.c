@@ -713,11 +713,13 @@ static const char *const assign_words[] = {
 	[SQ_ASSIGN_RSS] = "rss",
 	[SQ_ASSIGN_PER_FLOW] = "per-flow",
 	[SQ_ASSIGN_ROUND_ROBIN] = "round-robin",
+	[SQ_ASSIGN_SPRAY] = "spray",
 };
 
 static const char *const fallback_words[] = {
 	[SQ_FALLBACK_DROP] = "drop",
 	[SQ_FALLBACK_RSS] = "rss",
+	[SQ_FALLBACK_QUEUE] = "queue",
 };
 
 enum { WAKE_POLICY, WAKE_THRESH, WAKE_TIMEOUT, WAKE_MIN, WAKE_MAX, WAKE_T_LAT, WAKE_N_KEYS };
@@ -778,13 +780,25 @@ enum {
 	SVC_NICE,
 	SVC_POOL_IDLE,
 	SVC_POOL_FALLBACK,
+	SVC_POOL_QUEUE,
 	SVC_N_KEYS
 };
 static const char *const svc_keys[SVC_N_KEYS] = {
-	"name",      "exec",          "args",      "mode",
-	"instances", "ring_slots",    "burst_max", "batch_budget_pkts",
-	"spin_us",   "wake",          "priority",  "nice",
-	"pool_idle", "pool_fallback",
+	"name",
+	"exec",
+	"args",
+	"mode",
+	"instances",
+	"ring_slots",
+	"burst_max",
+	"batch_budget_pkts",
+	"spin_us",
+	"wake",
+	"priority",
+	"nice",
+	"pool_idle",
+	"pool_fallback",
+	"pool_queue_pkts",
 };
 
 static int
@@ -840,6 +854,10 @@ parse_service(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_c
 	if (ret == 0)
 		ret = get_word(c, v[SVC_POOL_FALLBACK], b, "pool_fallback", fallback_words,
 			       RTE_DIM(fallback_words), &svc->pool_fallback);
+	svc->pool_queue_pkts = 1024;
+	if (ret == 0)
+		ret = get_u32(c, v[SVC_POOL_QUEUE], b, "pool_queue_pkts", 1, 1u << 20,
+			      &svc->pool_queue_pkts);
 	svc->spin_ns = (uint64_t)spin_us * 1000;
 	return ret;
 }

@@ -60,10 +60,11 @@ struct sq_cfg_service {
 	uint32_t batch_budget_pkts; /* default 256 */
 	uint64_t spin_ns;           /* default 20000 */
 	struct sq_cfg_wake wake;
-	uint32_t pool_idle;     /* per-flow: idle NFs to keep ready; default: all instances */
-	uint32_t pool_fallback; /* enum sq_pool_fallback; default drop */
-	uint32_t priority;      /* SCHED_RR priority 1..99; 0 = the normal scheduler */
-	int32_t nice;           /* for the normal scheduler, -20..19 */
+	uint32_t pool_idle;       /* per-flow: idle NFs to keep ready; default: all instances */
+	uint32_t pool_fallback;   /* enum sq_pool_fallback; default drop */
+	uint32_t pool_queue_pkts; /* fallback queue: new flows' packets that may wait */
+	uint32_t priority;        /* SCHED_RR priority 1..99; 0 = the normal scheduler */
+	int32_t nice;             /* for the normal scheduler, -20..19 */
 	int line;
 };
 
@@ -80,12 +81,14 @@ enum sq_assign {
 	SQ_ASSIGN_RSS = 0,         /* symmetric hash of the 5-tuple mod live instances */
 	SQ_ASSIGN_PER_FLOW = 1,    /* an idle NF of the pool per flow, returned at its end */
 	SQ_ASSIGN_ROUND_ROBIN = 2, /* new flows to instances in turn, then sticky */
+	SQ_ASSIGN_SPRAY = 3,       /* each rx burst to the next instance: no flow affinity */
 };
 
 /* When a per-flow service's idle pool is empty. */
 enum sq_pool_fallback {
-	SQ_FALLBACK_DROP = 0, /* drop the new flow's packets, counted as pool_empty */
-	SQ_FALLBACK_RSS = 1,  /* share a busy NF, chosen by the flow hash */
+	SQ_FALLBACK_DROP = 0,  /* drop the new flow's packets, counted as pool_empty */
+	SQ_FALLBACK_RSS = 1,   /* share a busy NF, chosen by the flow hash */
+	SQ_FALLBACK_QUEUE = 2, /* wait in a bounded queue for an NF to come back */
 };
 
 struct sq_cfg_rule {

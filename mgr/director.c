@@ -64,6 +64,15 @@ struct flow {
 	uint32_t nf_priority;
 };
 
+/* New flows' packets waiting for an idle NF (pool_fallback: queue), in
+ * arrival order, each with the rule that steered it. */
+struct waitq {
+	struct rte_mbuf **pkts;
+	uint16_t *rules;
+	uint32_t head, count, cap;
+	uint64_t queued, dropped;
+};
+
 /* A service's idle NFs, oldest first. */
 struct pool {
 	uint32_t *ids;
@@ -72,6 +81,7 @@ struct pool {
 	bool pooled;       /* a per-flow rule uses this service */
 	uint64_t assigned; /* flows given an NF of this pool */
 	uint64_t empty;    /* new flows that found the pool empty */
+	struct waitq wait;
 };
 
 struct director {
@@ -89,6 +99,7 @@ struct director {
 	uint32_t closing_head, closing_count, closing_cap;
 	struct lat_hist setup; /* TSC from a flow's first packet in the director to its NF */
 	uint32_t scan_pos;
+	uint32_t n_waiting; /* packets in all the fallback queues */
 	uint64_t next_poll_tsc;
 	uint64_t linger_tsc, idle_tsc, period_tsc;
 	struct director_stats st;
@@ -144,6 +155,13 @@ pools_init(struct mgr *mgr, struct director *d)
 		p->ids = calloc(p->cap ? p->cap : 1, sizeof(*p->ids));
 		if (p->ids == NULL)
 			return -ENOMEM;
+		if (p->pooled && cfg->services[s].pool_fallback == SQ_FALLBACK_QUEUE) {
+			p->wait.cap = cfg->services[s].pool_queue_pkts;
+			p->wait.pkts = calloc(p->wait.cap, sizeof(*p->wait.pkts));
+			p->wait.rules = calloc(p->wait.cap, sizeof(*p->wait.rules));
+			if (p->wait.pkts == NULL || p->wait.rules == NULL)
+				return -ENOMEM;
+		}
 		/* Per-flow NFs clean up at their flow's close by themselves. */
 		for (uint32_t i = 0; i < p->cap; i++)
 			mgr->nfs[mgr->services[s].first_nf + i].ctl->flow_track = p->pooled;
@@ -230,8 +248,11 @@ mgr_director_free(struct mgr *mgr)
 
 	if (d == NULL)
 		return;
-	for (uint16_t s = 0; s < SQ_MAX_SERVICES; s++)
+	for (uint16_t s = 0; s < SQ_MAX_SERVICES; s++) {
 		free(d->pools[s].ids);
+		free(d->pools[s].wait.pkts);
+		free(d->pools[s].wait.rules);
+	}
 	rte_hash_free(d->table);
 	rte_free(d->flows);
 	free(d->rr_next);
@@ -284,10 +305,11 @@ flow_key_of(const struct rte_mbuf *pkt, uint16_t chain, struct flow_key *k, uint
 	return true;
 }
 
-/* Give the new flow an NF for each hop. @return 0, or the drop cause. */
+/* Give the new flow an NF for each hop. @return SQ_DROP_MAX, or the drop
+ * cause; *empty names the service whose pool was empty. */
 static int
 assign_nfs(struct mgr *mgr, struct director *d, struct flow *f, const struct sq_cfg_rule *rule,
-	   uint32_t hash)
+	   uint32_t hash, uint16_t *empty)
 {
 	const struct sq_cfg_chain *chain = &mgr->cfg->chains[rule->chain];
 	uint16_t h;
@@ -311,6 +333,7 @@ assign_nfs(struct mgr *mgr, struct director *d, struct flow *f, const struct sq_
 			continue;
 		}
 		p->empty++;
+		*empty = s;
 		if (mgr->cfg->services[s].pool_fallback != SQ_FALLBACK_RSS)
 			goto out_undo;
 		/* Share a busy NF: marked so that its end does not release it. */
@@ -346,7 +369,7 @@ set_nf_priority(struct mgr *mgr, uint32_t id, uint32_t prio)
 
 static struct flow *
 new_flow(struct mgr *mgr, struct director *d, const struct flow_key *k,
-	 const struct sq_cfg_rule *rule, uint32_t hash, bool tcp, int *cause)
+	 const struct sq_cfg_rule *rule, uint32_t hash, bool tcp, int *cause, uint16_t *empty)
 {
 	struct flow *f;
 	int pos;
@@ -361,7 +384,7 @@ new_flow(struct mgr *mgr, struct director *d, const struct flow_key *k,
 	f->key = *k;
 	f->tcp = tcp;
 	f->assign = (uint8_t)rule->assign;
-	*cause = assign_nfs(mgr, d, f, rule, hash);
+	*cause = assign_nfs(mgr, d, f, rule, hash, empty);
 	if (*cause != SQ_DROP_MAX) {
 		/* Nobody saw the entry: its slot is free again at once. */
 		pos = rte_hash_del_key_with_hash(d->table, k, hash);
@@ -404,6 +427,65 @@ track_tcp(struct director *d, struct flow *f, uint8_t flags, bool from_lo, uint6
 	}
 }
 
+/* pool_fallback: queue. The new flow's packet waits for an NF of @p service
+ * to come back to the pool. @return false if it cannot (drop it). */
+static bool
+wait_for_nf(struct mgr *mgr, struct director *d, uint16_t service, const struct sq_cfg_rule *rule,
+	    struct rte_mbuf *pkt)
+{
+	struct waitq *q = &d->pools[service].wait;
+
+	if (mgr->cfg->services[service].pool_fallback != SQ_FALLBACK_QUEUE)
+		return false;
+	if (q->count == q->cap) {
+		q->dropped++;
+		return false;
+	}
+	q->pkts[(q->head + q->count) % q->cap] = pkt;
+	q->rules[(q->head + q->count) % q->cap] = (uint16_t)(rule - mgr->cfg->rules);
+	q->count++;
+	q->queued++;
+	d->n_waiting++;
+	return true;
+}
+
+/* Waiting packets go on, oldest first, while their service has idle NFs;
+ * steered as if they arrived now (their rx time stays: the wait counts in
+ * their latency). One that must wait again goes back to the queue's end. */
+static void
+drain_waiting(struct mgr *mgr, struct director *d)
+{
+	for (uint16_t s = 0; s < mgr->cfg->n_services; s++) {
+		struct pool *p = &d->pools[s];
+		uint32_t n = p->wait.count;
+
+		while (n-- > 0 && p->count > 0) {
+			struct rte_mbuf *pkt = p->wait.pkts[p->wait.head];
+			uint16_t r = p->wait.rules[p->wait.head];
+
+			p->wait.head = (p->wait.head + 1) % p->wait.cap;
+			p->wait.count--;
+			d->n_waiting--;
+			mgr_director_steer(mgr, &mgr->rx, &mgr->cfg->rules[r], pkt);
+		}
+	}
+}
+
+void
+mgr_director_drop_waiting(struct mgr *mgr, int cause)
+{
+	struct director *d = mgr->dir;
+
+	for (uint16_t s = 0; d != NULL && s < mgr->cfg->n_services; s++) {
+		struct waitq *q = &d->pools[s].wait;
+
+		for (; q->count > 0; q->count--, q->head = (q->head + 1) % q->cap)
+			mgr_drop(&mgr->rx.stats, (enum sq_drop)cause, q->pkts[q->head]);
+	}
+	if (d != NULL)
+		d->n_waiting = 0;
+}
+
 struct mgr_nf *
 mgr_director_steer(struct mgr *mgr, struct role_ctx *role, const struct sq_cfg_rule *rule,
 		   struct rte_mbuf *pkt)
@@ -416,6 +498,7 @@ mgr_director_steer(struct mgr *mgr, struct role_ctx *role, const struct sq_cfg_r
 	bool from_lo;
 	struct flow *f;
 	uint32_t hash;
+	uint16_t empty = 0;
 	int pos, cause;
 
 	uint64_t t0 = rte_rdtsc();
@@ -434,9 +517,10 @@ mgr_director_steer(struct mgr *mgr, struct role_ctx *role, const struct sq_cfg_r
 			mgr_drop(&role->stats, SQ_DROP_STRAY, pkt);
 			return NULL;
 		}
-		f = new_flow(mgr, d, &k, rule, hash, k.proto == IPPROTO_TCP, &cause);
+		f = new_flow(mgr, d, &k, rule, hash, k.proto == IPPROTO_TCP, &cause, &empty);
 		if (f == NULL) {
-			mgr_drop(&role->stats, cause, pkt);
+			if (cause != SQ_DROP_POOL_EMPTY || !wait_for_nf(mgr, d, empty, rule, pkt))
+				mgr_drop(&role->stats, cause, pkt);
 			return NULL;
 		}
 		pos = (int)(f - d->flows);
@@ -510,7 +594,7 @@ remove_flow(struct mgr *mgr, struct director *d, struct flow *f)
 			continue;
 		}
 		atomic_fetch_add_explicit(&nf->ctl->flow_gen, 1, memory_order_release);
-		mgr_wakeup_force(nf);
+		mgr_wakeup_force(mgr, nf);
 		d->cleaning[d->n_cleaning++] = nf->id;
 	}
 	MGR_LOG(DEBUG, "flow %08x:%u-%08x:%u removed (state %u, fins %u, %" PRIu64 " pkts)\n",
@@ -668,6 +752,9 @@ mgr_director_poll(struct mgr *mgr)
 
 	if (d == NULL)
 		return 0;
+	/* Every round: an NF back in its pool takes the oldest waiting flow. */
+	if (unlikely(d->n_waiting > 0))
+		drain_waiting(mgr, d);
 	now = rte_rdtsc();
 	if (now < d->next_poll_tsc)
 		return 0;
@@ -703,4 +790,7 @@ mgr_director_pool_stats(const struct mgr *mgr, uint16_t service, struct pool_sta
 	ps->size = p->cap;
 	ps->assigned = p->assigned;
 	ps->empty = p->empty;
+	ps->waiting = p->wait.count;
+	ps->waited = p->wait.queued;
+	ps->wait_dropped = p->wait.dropped;
 }

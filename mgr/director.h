@@ -27,6 +27,8 @@ struct pool_stats {
 	bool pooled;
 	uint32_t size, started, idle;
 	uint64_t assigned, empty;
+	uint32_t waiting;              /* packets in the fallback queue now */
+	uint64_t waited, wait_dropped; /* ever queued; dropped: the queue was full */
 };
 
 int mgr_director_init(struct mgr *mgr);
@@ -44,6 +46,8 @@ struct mgr_nf *mgr_director_flow_nf(struct mgr *mgr, uint32_t flow_id, uint16_t 
 /* rx lcore, every round: ends, releases, refills (rate-limited inside). */
 unsigned int mgr_director_poll(struct mgr *mgr);
 void mgr_director_stats(const struct mgr *mgr, struct director_stats *st);
+/* At shutdown: drop what waits in the fallback queues. */
+void mgr_director_drop_waiting(struct mgr *mgr, int cause); /* enum sq_drop */
 void mgr_director_pool_stats(const struct mgr *mgr, uint16_t service, struct pool_stats *ps);
 
 #endif

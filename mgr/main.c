@@ -282,6 +282,7 @@ shutdown_mgr(struct mgr *mgr, const struct options *o, bool rx_elsewhere)
 	/* The roles have stopped and hold nothing new from here (mgr->stop). */
 	mgr_wakeup_drop_all_held(mgr, &mgr->rx, SQ_DROP_SHUTDOWN);
 	mgr_wakeup_drop_all_held(mgr, &mgr->tx, SQ_DROP_SHUTDOWN);
+	mgr_director_drop_waiting(mgr, SQ_DROP_SHUTDOWN);
 	if (mgr->region != NULL && mgr->nfs != NULL)
 		mgr_nfs_stop_all(mgr);
 	mgr_ports_close(mgr);

@@ -202,6 +202,7 @@ struct mgr {
 	uint16_t n_gens;
 
 	volatile bool stop;
+	uint32_t rx_bursts; /* rx lcore: bursts received, for assign: spray */
 	uint64_t last_pkt_tsc;
 	uint64_t tx_now_tsc;        /* tx role: the time of the burst being carried out */
 	_Atomic bool lat_reset;     /* telemetry asks; the tx role clears the histograms */
@@ -277,7 +278,7 @@ bool mgr_wakeup_hold(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id);
 void mgr_wakeup_check(struct mgr *mgr, struct role_ctx *role);
 void mgr_wakeup_drop_all_held(struct mgr *mgr, struct role_ctx *role, enum sq_drop cause);
 unsigned int mgr_wakeup_poll(struct mgr *mgr, struct role_ctx *role);
-void mgr_wakeup_force(struct mgr_nf *nf);
+void mgr_wakeup_force(struct mgr *mgr, struct mgr_nf *nf);
 const char *mgr_wake_policy_name(uint32_t policy);
 
 /* nfs.c */

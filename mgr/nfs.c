@@ -73,6 +73,9 @@ init_nf(struct mgr *mgr, struct mgr_nf *nf, uint16_t service, uint16_t instance)
 	ctl->burst_max = cs->burst_max;
 	ctl->batch_budget_pkts = cs->batch_budget_pkts;
 	ctl->spin_ns = cs->spin_ns;
+	ctl->core_group = mgr->cfg->nf_core >= 0 && mgr->cfg->nf_core < SQ_CORE_GROUPS - 1
+				  ? (uint32_t)mgr->cfg->nf_core
+				  : SQ_CORE_GROUPS - 1;
 	snprintf(ctl->service, sizeof(ctl->service), "%s", cs->name);
 	mgr_wakeup_init_nf(nf, &cs->wake);
 	atomic_store(&ctl->state, SQ_NF_FREE);
@@ -362,6 +365,9 @@ nf_gone(struct mgr *mgr, struct mgr_nf *nf, int status)
 		WIFSIGNALED(status) ? "killed by signal" : "exited with",
 		WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
 	nf->pid = 0;
+	/* Woken but never ran: it no longer waits for its core. */
+	if (atomic_load(&nf->ctl->state) == SQ_NF_WAKING)
+		atomic_fetch_sub(&mgr->region->woken[nf->ctl->core_group].n, 1);
 	if (!clean)
 		atomic_store(&nf->ctl->state, SQ_NF_DEAD);
 	reclaim_nf(mgr, nf, stopping ? SQ_DROP_SHUTDOWN : SQ_DROP_NF_DIED);
@@ -404,7 +410,7 @@ mgr_nfs_stop_all(struct mgr *mgr)
 	atomic_store(&mgr->region->mgr_state, SQ_MGR_STOPPING);
 	for (uint32_t i = 0; i < mgr->n_nfs; i++) {
 		atomic_store(&mgr->nfs[i].ctl->stop, 1);
-		mgr_wakeup_force(&mgr->nfs[i]);
+		mgr_wakeup_force(mgr, &mgr->nfs[i]);
 	}
 	/* Keep carrying out what NFs hand back while they finish. */
 	while (count_running(mgr) > 0 && rte_rdtsc() < deadline) {

@@ -158,7 +158,12 @@ rx_one(struct mgr *mgr, uint16_t port_idx, struct rte_mbuf *pkt, uint64_t now_ts
 		.rx_tsc = now_tsc,
 	};
 	mgr->chains[rule->chain].rx_pkts++;
-	if (rule->assign == SQ_ASSIGN_RSS)
+	/* spray: the burst's number stands in for the flow hash, so every hop
+	 * of the chain sends the burst's packets to one instance, and the next
+	 * burst to the next (seed 000 Fig 9's round robin, which reorders TCP). */
+	if (rule->assign == SQ_ASSIGN_SPRAY)
+		meta->flow_hash = mgr->rx_bursts;
+	if (rule->assign == SQ_ASSIGN_RSS || rule->assign == SQ_ASSIGN_SPRAY)
 		nf = mgr_steer_to_service(mgr, role, mgr->cfg->chains[rule->chain].services[0],
 					  pkt);
 	else
@@ -186,6 +191,7 @@ mgr_rx_inject(struct mgr *mgr, uint16_t port_idx, struct rte_mbuf **pkts, uint16
 		bytes += pkts[i]->pkt_len;
 		rx_one(mgr, port_idx, pkts[i], now_tsc);
 	}
+	mgr->rx_bursts++;
 	port->rx_pkts += n;
 	port->rx_bytes += bytes;
 	mgr->rx.stats.rx_pkts += n;

@@ -106,7 +106,7 @@ adapt(struct nf_wake *w, enum wake_reason why)
 /* ASLEEP -> WAKING, so one wake goes out per sleep however many roles or
  * rounds find the NF asleep (seed 000 §4's flag). @return true if we woke it. */
 static bool
-wake(struct mgr_nf *nf, enum wake_reason why)
+wake(struct mgr *mgr, struct mgr_nf *nf, enum wake_reason why)
 {
 	uint32_t expected = SQ_NF_ASLEEP;
 
@@ -120,6 +120,8 @@ wake(struct mgr_nf *nf, enum wake_reason why)
 	else
 		nf->wake.by_urgent++;
 	adapt(&nf->wake, why);
+	atomic_fetch_add_explicit(&mgr->region->woken[nf->ctl->core_group].n, 1,
+				  memory_order_relaxed);
 	futex_wake_one(&nf->ctl->state);
 	return true;
 }
@@ -209,7 +211,7 @@ mgr_wakeup_check(struct mgr *mgr, struct role_ctx *role)
 		if (!is_asleep(nf))
 			continue;
 		if (urgent || rte_ring_count(nf->rx) >= thresh_now(mgr, nf)) {
-			wake(nf, urgent ? WAKE_URGENT : WAKE_THRESH);
+			wake(mgr, nf, urgent ? WAKE_URGENT : WAKE_THRESH);
 			stage->pending = false; /* its queue entry is stale now */
 			continue;
 		}
@@ -243,7 +245,7 @@ expire(struct mgr *mgr, struct role_ctx *role, const struct pending_entry *e)
 		start_waiting(mgr, role, e->nf_id);
 		return true;
 	}
-	wake(nf, WAKE_TIMEOUT);
+	wake(mgr, nf, WAKE_TIMEOUT);
 	return false;
 }
 
@@ -284,9 +286,9 @@ mgr_wakeup_drop_all_held(struct mgr *mgr, struct role_ctx *role, enum sq_drop ca
 }
 
 void
-mgr_wakeup_force(struct mgr_nf *nf)
+mgr_wakeup_force(struct mgr *mgr, struct mgr_nf *nf)
 {
 	atomic_thread_fence(memory_order_seq_cst);
 	if (is_asleep(nf))
-		wake(nf, WAKE_URGENT);
+		wake(mgr, nf, WAKE_URGENT);
 }

@@ -45,7 +45,7 @@ def make_cfg(ctx: Context, mode: str, n: int, wake: str) -> dict[str, Any]:
     )
     # Room for a full ring per NF: a batch waiting for its wake holds mbufs.
     # 64 B frames need little data room, which keeps the pool small.
-    mbufs = min(262143, max(16383, 1 << (256 * n).bit_length()) - 1)
+    mbufs = min(262144, max(16384, 1 << (256 * n).bit_length())) - 1
     return config.manager_config(
         ctx.manager_name(),
         ports=[config.GEN_PORT, config.OUT_PORT],
@@ -60,9 +60,13 @@ def make_cfg(ctx: Context, mode: str, n: int, wake: str) -> dict[str, Any]:
     )
 
 
-def measure(ctx: Context, mode: str, n: int, wake: str, seconds: float) -> dict[str, Any]:
+def measure(
+    ctx: Context, mode: str, n: int, wake: str, seconds: float, warm_s: float
+) -> dict[str, Any]:
     label = f"{mode} ({wake}) {n} NFs" if mode == "sleep" else f"{mode} {n} NFs"
     with ctx.manager(make_cfg(ctx, mode, n, wake), label=label) as m:
+        # Not measured: the NFs' first runs, and the batches' first fill.
+        gen_trial(m, math.inf, warm_s)
         top = gen_trial(m, math.inf, seconds)
         half = latency_at(m, ["c"], max(1.0, 0.5 * top.fwd_rate_pps), seconds)
         nfs = m.nfs().values()
@@ -86,6 +90,7 @@ def run(ctx: Context) -> None:
     poll_max = ctx.param("poll_max_nfs", 240, 10)
     wakes = ctx.param("wakes", WAKES)
     seconds = ctx.param("seconds", 2.0, 0.5)
+    warm_s = ctx.param("warmup_s", 1.0, 0.2)
     modes = [("sleep", w) for w in wakes] + [("poll", "")]
     res: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
     for rep in range(ctx.reps):
@@ -93,7 +98,7 @@ def run(ctx: Context) -> None:
             for n in counts:
                 if mode == "poll" and n > poll_max:
                     continue
-                r = measure(ctx, mode, n, wake, seconds)
+                r = measure(ctx, mode, n, wake, seconds, warm_s)
                 ctx.sample("point", mode=mode, wake=wake, nfs=n, rep=rep, **r)
                 ctx.log(
                     f"{mode} {wake:16} {n:5} NFs: {r['mpps']:.3f} Mpps, "

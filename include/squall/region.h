@@ -19,13 +19,15 @@
 
 #define SQ_REGION_MAGIC     0x4c4c415551535153ULL /* "SQSQUALL" */
 /** Bump on any change to this file or to struct sq_pkt_meta. */
-#define SQ_ABI_VERSION      1u
+#define SQ_ABI_VERSION      2u
 /** Fixed address, far from the heap, stack and DPDK's own mappings. */
 #define SQ_REGION_BASE_ADDR 0x3f0000000000ULL
 
 #define SQ_NAME_LEN     32
 #define SQ_NF_BURST_MAX 32
 #define SQ_NF_COUNTERS  4 /* NF-defined counters, named by the NF */
+/** NFs are grouped by the core they are pinned to (the last group: not pinned). */
+#define SQ_CORE_GROUPS  64
 
 /** Manager lifecycle, in the region header. */
 enum sq_mgr_state {
@@ -67,6 +69,7 @@ struct sq_nf_ctl {
 	uint32_t batch_budget_pkts; /* then yield the core (seed 001 §4) */
 	uint32_t flow_track;        /* 1: a per-flow NF: clean up at its flow's FIN/RST */
 	uint64_t spin_ns;           /* spin on an empty ring before sleeping */
+	uint32_t core_group;        /* index into the header's woken[] */
 	char service[SQ_NAME_LEN];
 
 	/* Written by the manager at run time. */
@@ -120,6 +123,12 @@ struct sq_region_hdr {
 	_Atomic uint32_t mgr_state; /* enum sq_mgr_state */
 	char name[SQ_NAME_LEN];
 	char port_names[16][SQ_NAME_LEN];
+	/* Per core group: NFs the manager woke that have not run yet. An NF
+	 * spins on its empty ring only while this is 0: spinning while woken
+	 * NFs wait for the same core would only delay them. */
+	struct {
+		alignas(RTE_CACHE_LINE_SIZE) _Atomic int32_t n;
+	} woken[SQ_CORE_GROUPS];
 };
 
 static inline struct sq_nf_ctl *

@@ -33,8 +33,8 @@ def active_opens() -> int:
     return int(values[names.index("ActiveOpens")])
 
 
-def test_ab_through_per_flow_nfs(http_server: bytes, mgr: Manager, tmp_path: Path) -> None:  # noqa: F811
-    cfg = mgr.config(
+def web_config(mgr: Manager, pool: int, **svc: object) -> dict[str, object]:
+    return mgr.config(
         ports=[
             {"name": "client", "devargs": "net_af_packet0,iface=sq-c1"},
             {"name": "server", "devargs": "net_af_packet1,iface=sq-s1"},
@@ -44,10 +44,17 @@ def test_ab_through_per_flow_nfs(http_server: bytes, mgr: Manager, tmp_path: Pat
                 "name": "mon",
                 "exec": "squall-nf-monitor",
                 "args": ["--interval-ms", "0"],
-                "instances": POOL,
+                "instances": pool,
                 "ring_slots": 256,
+                **svc,
             },
-            {"name": "fwd", "exec": "squall-nf-fwd", "instances": POOL, "ring_slots": 256},
+            {
+                "name": "fwd",
+                "exec": "squall-nf-fwd",
+                "instances": pool,
+                "ring_slots": 256,
+                **svc,
+            },
         ],
         chains=[{"name": "web", "services": ["mon", "fwd"]}],
         rules=[
@@ -62,19 +69,27 @@ def test_ab_through_per_flow_nfs(http_server: bytes, mgr: Manager, tmp_path: Pat
         mbufs=16383,
         region_mb=128,
     )
-    mgr.start(cfg)
-    opens_before = active_opens()
-    url = f"http://{SERVER_IP}:{HTTP_PORT}/blob.bin"
+
+
+def run_ab(mgr: Manager, url: str, requests: int) -> None:
+    """ab with CONCURRENCY connections: every request must succeed."""
     ab = subprocess.run(
         ["ip", "netns", "exec", "client", "ab", "-q", "-s", "20",
-         "-n", str(N_REQUESTS), "-c", str(CONCURRENCY), url],
+         "-n", str(requests), "-c", str(CONCURRENCY), url],
         capture_output=True, text=True, check=False, timeout=300,
     )  # fmt: skip
     assert ab.returncode == 0, f"ab failed: {ab.stdout}{ab.stderr}\n{mgr.snapshot()}"
     complete = int(re.search(r"Complete requests:\s+(\d+)", ab.stdout).group(1))  # type: ignore[union-attr]
     failed = int(re.search(r"Failed requests:\s+(\d+)", ab.stdout).group(1))  # type: ignore[union-attr]
-    assert complete == N_REQUESTS and failed == 0, ab.stdout
+    assert complete == requests and failed == 0, ab.stdout
     assert "Non-2xx" not in ab.stdout, ab.stdout
+
+
+def test_ab_through_per_flow_nfs(http_server: bytes, mgr: Manager, tmp_path: Path) -> None:  # noqa: F811
+    mgr.start(web_config(mgr, POOL))
+    opens_before = active_opens()
+    url = f"http://{SERVER_IP}:{HTTP_PORT}/blob.bin"
+    run_ab(mgr, url, N_REQUESTS)
     curl = subprocess.run(
         ["ip", "netns", "exec", "client", "curl", "-sS", "--max-time", "30",
          "-o", str(tmp_path / "got.bin"), "-w", "%{http_code}", url],
@@ -100,3 +115,25 @@ def test_ab_through_per_flow_nfs(http_server: bytes, mgr: Manager, tmp_path: Pat
     assert drops["pool_empty"] == 0, drops
     ex = mgr.finish()
     assert ex["chains"]["web"]["visits_mismatch"] == 0
+
+
+def test_small_pool_queues_new_flows(http_server: bytes, mgr: Manager) -> None:  # noqa: F811
+    """50 concurrent connections, 8 NFs per service, pool_fallback: queue. New
+    connections wait in the manager for an NF instead of losing their SYN:
+    every request succeeds, none is dropped, and some waited."""
+    pool = 8
+    cfg = web_config(mgr, pool, pool_fallback="queue", pool_queue_pkts=256)
+    cfg["manager"]["flow_linger_ms"] = 20
+    mgr.start(cfg)
+    opens_before = active_opens()
+    run_ab(mgr, f"http://{SERVER_IP}:{HTTP_PORT}/blob.bin", 200)
+    connections = active_opens() - opens_before
+    mgr.wait_for(lambda: mgr.query("/squall/flows")["flows_active"] == 0, 30, "every flow ended")
+    flows = mgr.query("/squall/flows")
+    assert flows["flows_created"] == flows["flows_ended"] == connections, (connections, flows)
+    pools = mgr.query("/squall/pools")
+    assert pools["mon"]["waited"] > 0, pools  # 50 connections, 8 NFs: some waited
+    assert all(p["wait_dropped"] == 0 and p["waiting"] == 0 for p in pools.values()), pools
+    drops = mgr.stats()["drops"]
+    assert drops["pool_empty"] == 0 and drops["stray"] == 0, drops
+    mgr.finish()

@@ -147,6 +147,8 @@ test_defaults(void)
 	CHECK(cfg.services[0].wake.timeout_ns == 100000);
 	CHECK(cfg.services[0].wake.t_lat_pkts == 36);
 	CHECK(cfg.services[0].priority == 0 && cfg.services[0].nice == 0);
+	CHECK(cfg.services[0].pool_fallback == SQ_FALLBACK_DROP);
+	CHECK(cfg.services[0].pool_queue_pkts == 1024);
 	CHECK(cfg.n_gens == 0 && cfg.chain_priority == 0);
 
 	CHECK(cfg.n_chains == 1);
@@ -174,6 +176,8 @@ test_wake_and_generator(void)
 	CHECK(svc->wake.thresh_pkts == 8);
 	CHECK(svc->wake.timeout_ns == 250000);
 	CHECK(svc->priority == 5 && svc->nice == -3);
+	CHECK(svc->pool_fallback == SQ_FALLBACK_QUEUE && svc->pool_queue_pkts == 77);
+	CHECK(cfg.rules[0].assign == SQ_ASSIGN_SPRAY);
 	CHECK(cfg.n_gens == 1);
 	CHECK(cfg.gens[0].port == 0 && cfg.gens[0].rate_pps == 1000);
 	CHECK(cfg.gens[0].n_sizes == 2 && cfg.gens[0].sizes[1] == 1518);
@@ -322,6 +326,8 @@ static const struct {
 	{"bad_exec_absolute", "6: services[0].exec: \"/nonexistent/squall-nf\" not found"},
 	{"bad_wake_policy", "7: services[0].wake.policy: expected \"min\", \"fixed\" or "
 			    "\"adaptive\", got \"sometimes\""},
+	{"bad_pool_fallback", "7: services[0].pool_fallback: expected \"drop\", \"rss\" or "
+			      "\"queue\", got \"wait\""},
 	{"bad_wake_bounds", "7: services[0].wake.min_pkts: 10 is above max_pkts 4"},
 	{"bad_priority", "7: services[0].priority: expected an integer from 0 to 99, got "
 			 "\"100\""},

@@ -64,6 +64,9 @@ class Service:
     ring_slots: int | None = None
     batch_budget_pkts: int | None = None
     wake: dict[str, Any] | None = None  # {policy: min|fixed|adaptive, thresh_pkts, timeout_us}
+    pool_idle: int | None = None  # per-flow services (docs/config.md)
+    pool_fallback: str | None = None
+    pool_queue_pkts: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"name": self.name, "exec": self.exec, "mode": self.mode}
@@ -71,7 +74,15 @@ class Service:
             d["args"] = list(self.args)
         if self.instances != 1:
             d["instances"] = self.instances
-        for k in ("burst_max", "spin_us", "ring_slots", "batch_budget_pkts"):
+        for k in (
+            "burst_max",
+            "spin_us",
+            "ring_slots",
+            "batch_budget_pkts",
+            "pool_idle",
+            "pool_fallback",
+            "pool_queue_pkts",
+        ):
             v = getattr(self, k)
             if v is not None:
                 d[k] = v

@@ -249,3 +249,50 @@ def wrk(
         "socket_errors": errors.group(1) if errors else "",
         "non_2xx": int(non2xx.group(1)) if non2xx else 0,
     }, full
+
+
+def _ms_to_us(text: str | None) -> float:
+    return float(text) * 1e3 if text is not None else float("nan")
+
+
+def ab(
+    requests: int, concurrency: int, timeout_s: float = 120.0
+) -> tuple[dict[str, Any], list[str]]:
+    """apache bench (a new connection per request, as seed 000 §6.2 used it)
+    against the HTTP server: requests/s, mean and p99 latency (us), failures."""
+    url = f"http://{SERVER_IP}:{HTTP_PORT}/blob.bin"
+    cmd = ["ab", "-q", "-s", "20", "-n", str(requests), "-c", str(concurrency), url]
+    full = in_ns(CLIENT_NS, cmd)
+    r = subprocess.run(full, capture_output=True, text=True, timeout=timeout_s, check=False)
+    out = r.stdout
+    rps = re.search(r"Requests per second:\s+([0-9.]+)", out)
+    if r.returncode != 0 or rps is None:
+        raise BenchError(f"ab exited {r.returncode}: {r.stderr.strip()[-300:]}{_ns_hint()}")
+    mean = re.search(r"Time per request:\s+([0-9.]+) \[ms\] \(mean\)", out)
+    p = dict(re.findall(r"^\s+(50|99)%\s+(\d+)", out, re.M))
+    complete = re.search(r"Complete requests:\s+(\d+)", out)
+    failed = re.search(r"Failed requests:\s+(\d+)", out)
+    return {
+        "rps": float(rps.group(1)),
+        "mean_us": _ms_to_us(mean.group(1) if mean else None),
+        "p50_us": _ms_to_us(p.get("50")),
+        "p99_us": _ms_to_us(p.get("99")),
+        "complete": int(complete.group(1)) if complete else 0,
+        "failed": int(failed.group(1)) if failed else requests,
+    }, full
+
+
+def tcp_counters(ns: str) -> dict[str, int]:
+    """The namespace's TCP counters (/proc/net/snmp Tcp and /proc/net/netstat
+    TcpExt): segments in and out, retransmits, out-of-order queued."""
+    out: dict[str, int] = {}
+    for path in ("/proc/net/snmp", "/proc/net/netstat"):
+        r = subprocess.run(in_ns(ns, ["cat", path]), capture_output=True, text=True,
+                           timeout=10, check=True)  # fmt: skip
+        lines = r.stdout.splitlines()
+        for names, values in zip(lines[::2], lines[1::2], strict=False):
+            kind, *keys = names.split()
+            vals = values.split()[1:]
+            if kind in ("Tcp:", "TcpExt:"):
+                out.update({k: int(v) for k, v in zip(keys, vals, strict=False)})
+    return out

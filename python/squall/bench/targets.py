@@ -91,11 +91,7 @@ class Squall:
         )
 
     def unavailable(self) -> str | None:
-        if os.geteuid() != 0:
-            return f"needs root (running as uid {os.geteuid()})"
-        if not MGR_BIN.is_file():
-            return f"{MGR_BIN} not found: run `make build`"
-        return None
+        return squall_unavailable()
 
     def start(self) -> None:
         self.stop()
@@ -106,6 +102,39 @@ class Squall:
         if self.manager is not None:
             self.manager.cleanup()
             self.manager = None
+
+
+def squall_unavailable() -> str | None:
+    """Why squall-mgr cannot join the namespaces here, or None."""
+    if os.geteuid() != 0:
+        return f"needs root (running as uid {os.geteuid()})"
+    if not MGR_BIN.is_file():
+        return f"{MGR_BIN} not found: run `make build`"
+    return None
+
+
+def flow_config(
+    name: str,
+    service: config.Service,
+    assign: str,
+    **manager: Any,
+) -> dict[str, Any]:
+    """squall-mgr between the namespaces with one service, both directions
+    steered by `assign` (rss, spray, round-robin, per-flow)."""
+    return config.manager_config(
+        name,
+        ports=[
+            {"name": "client", "devargs": f"net_af_packet0,iface={CLIENT_END}"},
+            {"name": "server", "devargs": f"net_af_packet1,iface={SERVER_END}"},
+        ],
+        services=[service],
+        chains=[{"name": "c", "services": [service.name]}],
+        rules=[
+            {"in_port": "client", "chain": "c", "out_port": "server", "assign": assign},
+            {"in_port": "server", "chain": "c", "out_port": "client", "assign": assign},
+        ],
+        **manager,
+    )
 
 
 def peers() -> tuple[list[System], str | None]:
