@@ -12,8 +12,15 @@ from pathlib import Path
 from typing import Any
 
 from squall.bench import config, netns, targets
-from squall.bench.experiment import Context, Experiment, Figure, Series, rounded, spread
-from squall.bench.manager import BenchError
+from squall.bench.experiment import (
+    Context,
+    Experiment,
+    Figure,
+    Series,
+    rounded,
+    spread,
+    spread_series,
+)
 
 MODES = ["spray", "rss", "per-flow"]
 NF_COUNTS = [30, 60, 120, 240, 480]
@@ -107,12 +114,7 @@ def run(ctx: Context) -> None:
     modes = ctx.param("modes", MODES)
     counts = ctx.param("nfs", NF_COUNTS, [30, 240])
     requests = ctx.param("requests", 6000, 1000)
-    missing = netns.missing_tools(TOOLS)
-    if missing:
-        raise BenchError(f"missing tools: {', '.join(missing)} (scripts/setup.sh installs them)")
-    why = targets.squall_unavailable()
-    if why is not None:
-        raise BenchError(why)
+    targets.require_netns(TOOLS)
     res: dict[tuple[str, int], list[dict[str, Any]]] = {}
     ctx.command(["scripts/netns.sh", "up"], what="namespaces")
     netns.netns("up")
@@ -153,14 +155,7 @@ def run(ctx: Context) -> None:
     def series(mode: str, key: str, scale: float = 1.0, style: str = "-o") -> Series:
         ns = sorted(n for m, n in res if m == mode)
         sp = [spread(float(r[key]) * scale for r in res[mode, n]) for n in ns]
-        return Series(
-            mode,
-            ns,
-            [s["median"] for s in sp],
-            [s["min"] for s in sp],
-            [s["max"] for s in sp],
-            style,
-        )
+        return spread_series(mode, ns, sp, style)
 
     about = (
         f"ab -c {CONCURRENCY} (a new connection per request, 1 KiB bodies) from ns client to "

@@ -9,7 +9,15 @@ import threading
 from typing import Any
 
 from squall.bench import config, netns, targets
-from squall.bench.experiment import Context, Experiment, Figure, Series, rounded, spread
+from squall.bench.experiment import (
+    Context,
+    Experiment,
+    Figure,
+    Series,
+    rounded,
+    spread,
+    spread_series,
+)
 from squall.bench.manager import BenchError
 
 TOOLS = ["iperf3", "wrk", "ping"]
@@ -75,12 +83,7 @@ def run(ctx: Context) -> None:
     conns = ctx.param("web_conns", 16)
     rss_nfs = ctx.param("rss_nfs", 4)
     pool = ctx.param("per_flow_pool", 64)
-    missing = netns.missing_tools(TOOLS)
-    if missing:
-        raise BenchError(f"missing tools: {', '.join(missing)} (scripts/setup.sh installs them)")
-    why = targets.squall_unavailable()
-    if why is not None:
-        raise BenchError(why)
+    targets.require_netns(TOOLS)
     setups = [("rss", rss_nfs), ("per-flow", pool)]
     res: dict[str, list[dict[str, Any]]] = {}
     ctx.command(["scripts/netns.sh", "up"], what="namespaces")
@@ -128,14 +131,7 @@ def run(ctx: Context) -> None:
 
     def bars(key: str, scale: float) -> Series:
         sp = [spread(float(r[key]) * scale for r in res[a]) for a in names]
-        return Series(
-            "median (min..max)",
-            names,
-            [s["median"] for s in sp],
-            [s["min"] for s in sp],
-            [s["max"] for s in sp],
-            "o",
-        )
+        return spread_series("median (min..max)", names, sp, "o")
 
     about = (
         f"wrk -c {conns} ({seconds:g} s, 1 KiB bodies) and one iperf3 stream at once through "

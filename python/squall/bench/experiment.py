@@ -89,6 +89,21 @@ def spread(values: Iterable[float]) -> dict[str, float]:
     return {"min": min(v), "median": statistics.median(v), "max": max(v)}
 
 
+def spread_series(
+    label: str, xs: Sequence[Any], spreads: Sequence[dict[str, float]], style: str = "-o", **kw: Any
+) -> Series:
+    """A series of medians with min..max error bars, one spread() per x."""
+    return Series(
+        label,
+        list(xs),
+        [s["median"] for s in spreads],
+        [s["min"] for s in spreads],
+        [s["max"] for s in spreads],
+        style,
+        **kw,
+    )
+
+
 def rounded(x: float, digits: int = 3) -> float:
     if math.isnan(x) or math.isinf(x):
         return x

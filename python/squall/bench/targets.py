@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from squall.bench import config
-from squall.bench.manager import Manager
+from squall.bench import config, netns
+from squall.bench.manager import BenchError, Manager
 from squall.bench.paths import MGR_BIN
 
 CLIENT_END, SERVER_END = "sq-c1", "sq-s1"
@@ -111,6 +111,17 @@ def squall_unavailable() -> str | None:
     if not MGR_BIN.is_file():
         return f"{MGR_BIN} not found: run `make build`"
     return None
+
+
+def require_netns(tools: Sequence[str]) -> None:
+    """Raise BenchError unless squall-mgr can join the namespaces and the
+    traffic tools are installed."""
+    missing = netns.missing_tools(tools)
+    if missing:
+        raise BenchError(f"missing tools: {', '.join(missing)} (scripts/setup.sh installs them)")
+    why = squall_unavailable()
+    if why is not None:
+        raise BenchError(why)
 
 
 def flow_config(
