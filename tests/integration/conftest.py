@@ -33,6 +33,7 @@ sys.path.insert(0, str(REPO / "python"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from squall.api import by_name, nfs_page, normalize_nfs  # noqa: E402
+from squall.bench.config import to_yaml  # noqa: E402
 from squall.exit import Exit  # noqa: E402
 from squall.telemetry import Telemetry, TelemetryError, socket_path  # noqa: E402
 
@@ -54,60 +55,6 @@ def require_build() -> None:
             "or set SQUALL_BUILD_DIR",
             pytrace=False,
         )
-
-
-# ------------------------------------------------------------------ config YAML
-
-
-def _is_flow(v: Any) -> bool:
-    """Written inline: scalars and lists of scalars."""
-    if isinstance(v, dict):
-        return not v
-    if isinstance(v, list):
-        return all(not isinstance(x, dict | list) for x in v)
-    return True
-
-
-def _flow(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if v is None:
-        return "null"
-    if isinstance(v, int | float):
-        return str(v)
-    if isinstance(v, str):
-        return json.dumps(v)  # a YAML double-quoted scalar
-    if isinstance(v, list):
-        return "[" + ", ".join(_flow(x) for x in v) + "]"
-    if isinstance(v, dict) and not v:
-        return "{}"
-    raise TypeError(f"cannot write {type(v).__name__} as a YAML scalar")
-
-
-def _yaml_lines(obj: Any, indent: int) -> Iterator[str]:
-    pad = " " * indent
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            if _is_flow(v):
-                yield f"{pad}{k}: {_flow(v)}"
-            else:
-                yield f"{pad}{k}:"
-                yield from _yaml_lines(v, indent + 2)
-    elif isinstance(obj, list):
-        for item in obj:
-            if _is_flow(item):
-                yield f"{pad}- {_flow(item)}"
-            else:
-                sub = list(_yaml_lines(item, indent + 2))
-                yield f"{pad}- {sub[0].lstrip()}"
-                yield from sub[1:]
-    else:
-        yield pad + _flow(obj)
-
-
-def to_yaml(obj: dict[str, Any]) -> str:
-    """Block-style YAML, strings double-quoted (so a MAC is never read as a number)."""
-    return "\n".join(_yaml_lines(obj, 0)) + "\n"
 
 
 # ------------------------------------------------------------------ processes

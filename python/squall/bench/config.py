@@ -8,10 +8,11 @@ rule, so every packet pays for a full lookup or a full rule scan.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import yaml
 
 # Ports for Mpps experiments: the generator's packets enter as if received on
 # "in"; "out" discards what it is given (net_null, no rx).
@@ -163,51 +164,7 @@ def manager_config(
 # ------------------------------------------------------------------ YAML
 
 
-def _is_flow(v: Any) -> bool:
-    if isinstance(v, dict):
-        return not v
-    if isinstance(v, list):
-        return all(not isinstance(x, dict | list) for x in v)
-    return True
-
-
-def _flow(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if v is None:
-        return "null"
-    if isinstance(v, int | float):
-        return str(v)
-    if isinstance(v, str):
-        return json.dumps(v)  # a YAML double-quoted scalar
-    if isinstance(v, list):
-        return "[" + ", ".join(_flow(x) for x in v) + "]"
-    if isinstance(v, dict) and not v:
-        return "{}"
-    raise TypeError(f"cannot write {type(v).__name__} as a YAML scalar")
-
-
-def _yaml_lines(obj: Any, indent: int) -> Iterator[str]:
-    pad = " " * indent
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            if _is_flow(v):
-                yield f"{pad}{k}: {_flow(v)}"
-            else:
-                yield f"{pad}{k}:"
-                yield from _yaml_lines(v, indent + 2)
-    elif isinstance(obj, list):
-        for item in obj:
-            if _is_flow(item):
-                yield f"{pad}- {_flow(item)}"
-            else:
-                sub = list(_yaml_lines(item, indent + 2))
-                yield f"{pad}- {sub[0].lstrip()}"
-                yield from sub[1:]
-    else:
-        yield pad + _flow(obj)
-
-
 def to_yaml(obj: dict[str, Any]) -> str:
-    """Block-style YAML, strings double-quoted (so a MAC is never read as a number)."""
-    return "\n".join(_yaml_lines(obj, 0)) + "\n"
+    """Block-style YAML in the config's key order. PyYAML quotes any string
+    that YAML could read as another type (a MAC like 10:20:30:40:50:59)."""
+    return yaml.safe_dump(obj, default_flow_style=False, sort_keys=False)
