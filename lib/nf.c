@@ -30,6 +30,8 @@
 #define LIVENESS_CHECK_NS (200 * 1000 * 1000)
 /* A polling NF checks its stop flag and the manager every this many empty polls. */
 #define POLL_CHECK_EVERY  (1u << 16)
+/* A spinning NF offers the core to its neighbours this often (spin_for_pkts). */
+#define SPIN_YIELD_NS     2000
 
 struct sq_nf {
 	struct sq_region_hdr *hdr;
@@ -41,8 +43,9 @@ struct sq_nf {
 	void *handler_arg;
 	sq_state_cleaner_fn cleaner_fn;
 	void *cleaner_arg;
-	uint64_t spin_tsc;     /* the configured spin (spin_us) */
-	uint64_t spin_cur_tsc; /* the spin now: adapts between 0 and spin_tsc */
+	uint64_t spin_tsc;       /* the configured spin (spin_us) */
+	uint64_t spin_cur_tsc;   /* the spin now: adapts between 0 and spin_tsc */
+	uint64_t spin_yield_tsc; /* a spinning NF yields the core this often */
 	int n_counters;
 	uint32_t flow_fins; /* per-flow NF: FINs seen in the current flow */
 	volatile sig_atomic_t stop_local;
@@ -153,6 +156,7 @@ sq_nf_init(int argc, char **argv, struct sq_nf **out)
 	nf->tx = sq_region_ptr(nf->hdr, nf->ctl->tx_ring_off);
 	nf->spin_tsc = nf->ctl->spin_ns * nf->hdr->tsc_hz / 1000000000ull;
 	nf->spin_cur_tsc = nf->spin_tsc;
+	nf->spin_yield_tsc = SPIN_YIELD_NS * nf->hdr->tsc_hz / 1000000000ull;
 	atomic_store(&nf->ctl->pid, (int32_t)getpid());
 	/* Spawned by the manager: go when it goes, even if it is SIGKILLed. */
 	if (getppid() == nf->hdr->mgr_pid)
@@ -377,23 +381,36 @@ others_woken(const struct sq_nf *nf)
 
 /* Spin on an empty ring before sleeping: a cross-core wake costs ~30 us here
  * and a spin handoff ~0.1 us (DESIGN §10), so a short spin saves most wakes.
- * But not while NFs woken on this core wait for it: the spin would delay
- * them, and with tens of NFs sharing a core that is how the core gets lost.
+ * But not while other NFs on this core have work: those the manager woke and
+ * that have not run yet end the spin at once (we sleep, they run), and those
+ * that are awake but were preempted get the core by a sched_yield every
+ * SPIN_YIELD_NS. Without the yield, an NF of a chain whose packets trickle in
+ * catches each one in its spin and keeps the core for a whole scheduler
+ * slice (milliseconds), while the next hop's ring overflows.
  * The spin's length adapts (adapt_spin): full while packets come back within
  * it, shrinking towards none when they do not, so an NF under a trickle
  * costs CPU in proportion to its packets, not to its wakes. */
 static bool
 spin_for_pkts(struct sq_nf *nf)
 {
-	uint64_t end_tsc = rte_rdtsc() + nf->spin_cur_tsc;
+	uint64_t now = rte_rdtsc();
+	uint64_t end_tsc = now + nf->spin_cur_tsc;
+	uint64_t yield_tsc = now + nf->spin_yield_tsc;
 
 	do {
 		if (rte_ring_count(nf->rx) > 0)
 			return true;
 		if (others_woken(nf))
 			return false;
-		rte_pause();
-	} while (rte_rdtsc() < end_tsc);
+		now = rte_rdtsc();
+		if (now >= yield_tsc) {
+			sched_yield();
+			nf->ctl->spin_yields++;
+			yield_tsc = rte_rdtsc() + nf->spin_yield_tsc;
+		} else {
+			rte_pause();
+		}
+	} while (now < end_tsc);
 	return false;
 }
 
@@ -480,15 +497,18 @@ nf_loop(struct sq_nf *nf)
 		unsigned int n = nf_poll_once(nf);
 
 		if (n > 0) {
+			/* Share the core: after a batch budget let other NFs run. The
+			 * count runs until the NF gives the core up, not until its ring
+			 * is empty once: an NF whose spin keeps catching packets would
+			 * otherwise never reach its budget. */
 			done_pkts += n;
-			/* Share the core: after a batch budget let other NFs run. */
 			if (budget != 0 && done_pkts >= budget && !poll_mode) {
 				done_pkts = 0;
+				nf->ctl->budget_yields++;
 				sched_yield();
 			}
 			continue;
 		}
-		done_pkts = 0;
 		if (poll_mode) {
 			end_flow_if_asked(nf);
 			rte_pause();
@@ -499,6 +519,7 @@ nf_loop(struct sq_nf *nf)
 		end_flow_if_asked(nf);
 		if (spin_for_pkts(nf))
 			continue;
+		done_pkts = 0;
 		sleep_tsc = rte_rdtsc();
 		nf_sleep(nf);
 		adapt_spin(nf, rte_rdtsc() - sleep_tsc);

@@ -142,6 +142,8 @@ visit_nf(const struct mgr *mgr, const struct mgr_nf *nf, struct stats_sink *s)
 	s->u64(s, "closes_cleaned", atomic_load(&ctl->closes_cleaned));
 	s->u64(s, "wakes", ctl->wakes);
 	s->u64(s, "tx_full_spins", ctl->tx_full_spins);
+	s->u64(s, "budget_yields", ctl->budget_yields);
+	s->u64(s, "spin_yields", ctl->spin_yields);
 	s->u64(s, "handler_cycles", ctl->handler_tsc);
 	s->u64(s, "rx_ring_count", rte_ring_count(nf->rx));
 	s->u64(s, "tx_active", atomic_load(&nf->active));

@@ -13,6 +13,9 @@
  *   /squall/wake,SVC,POLICY[,THRESH[,TIMEOUT_US]]  a service's wake policy, now
  *   /squall/gen[,PORT]    a generator's rate and counters
  *   /squall/gen_rate,PPS[,PORT]  set a generator's rate (0 pauses, max unpaced)
+ *
+ * A command given bad parameters, or one that cannot act yet, replies
+ * {"error": "why"}; DPDK itself replies null to a command it does not know.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -86,6 +89,35 @@ tel_sink_init(struct tel_sink *t, struct rte_tel_data *d)
 	rte_tel_data_start_dict(d);
 }
 
+/* A command that exists but cannot do what was asked replies {"error": MSG}:
+ * a negative return would reach the client as null, which reads as "no such
+ * command". */
+static int
+tel_error(struct rte_tel_data *d, const char *msg)
+{
+	rte_tel_data_start_dict(d);
+	rte_tel_data_add_dict_string(d, "error", msg);
+	return 0;
+}
+
+/* The generator on PORT (NULL or "": the first). @return its index, or -1
+ * with *why set. */
+static int
+find_gen(const char *port, const char **why)
+{
+	int idx;
+
+	if (tel_mgr->cfg->n_gens > 0 && tel_mgr->n_gens == 0) {
+		*why = "the manager is still starting: its generators do not run yet";
+		return -1;
+	}
+	idx = mgr_gen_find(tel_mgr, port);
+	if (idx < 0)
+		*why = tel_mgr->cfg->n_gens == 0 ? "the config has no generator"
+						 : "no generator on that port";
+	return idx;
+}
+
 static int
 cmd_stats(const char *cmd, const char *params, struct rte_tel_data *d)
 {
@@ -122,7 +154,7 @@ cmd_nfs(const char *cmd, const char *params, struct rte_tel_data *d)
 		unsigned long v = strtoul(params, &end, 10);
 
 		if (*end != '\0')
-			return -EINVAL;
+			return tel_error(d, "expected /squall/nfs[,FIRST_ID]");
 		first = (uint32_t)v;
 	}
 	tel_sink_init(&t, d);
@@ -160,12 +192,13 @@ cmd_latency_reset(const char *cmd, const char *params, struct rte_tel_data *d)
 static int
 cmd_gen(const char *cmd, const char *params, struct rte_tel_data *d)
 {
-	int idx = mgr_gen_find(tel_mgr, params);
+	const char *why = NULL;
+	int idx = find_gen(params, &why);
 	struct gen_stats st;
 
 	(void)cmd;
 	if (idx < 0)
-		return idx;
+		return tel_error(d, why);
 	mgr_gen_stats(tel_mgr, idx, &st);
 	rte_tel_data_start_dict(d);
 	rte_tel_data_add_dict_u64(d, "rate_pps", st.rate_pps);
@@ -182,26 +215,30 @@ cmd_gen(const char *cmd, const char *params, struct rte_tel_data *d)
 static int
 cmd_gen_rate(const char *cmd, const char *params, struct rte_tel_data *d)
 {
+	static const char usage[] = "expected /squall/gen_rate,PPS[,PORT] (PPS 0..1e9 or max)";
 	char buf[64], *save = NULL, *pps, *port;
+	const char *why = NULL;
 	uint64_t rate;
 	char *end;
 	int idx;
 
 	(void)cmd;
 	if (params == NULL || snprintf(buf, sizeof(buf), "%s", params) >= (int)sizeof(buf))
-		return -EINVAL;
+		return tel_error(d, usage);
 	pps = strtok_r(buf, ",", &save);
 	port = strtok_r(NULL, ",", &save);
-	idx = mgr_gen_find(tel_mgr, port);
-	if (pps == NULL || idx < 0)
-		return -EINVAL;
+	if (pps == NULL)
+		return tel_error(d, usage);
+	idx = find_gen(port, &why);
+	if (idx < 0)
+		return tel_error(d, why);
 	if (strcmp(pps, "max") == 0) {
 		rate = UINT64_MAX;
 	} else {
 		errno = 0;
 		rate = strtoull(pps, &end, 10);
 		if (errno != 0 || *end != '\0' || rate > 1000000000ull)
-			return -EINVAL;
+			return tel_error(d, usage);
 	}
 	mgr_gen_set_rate(tel_mgr, idx, rate);
 	rte_tel_data_start_dict(d);
@@ -226,37 +263,40 @@ parse_policy(const char *s, uint32_t *policy)
 static int
 cmd_wake(const char *cmd, const char *params, struct rte_tel_data *d)
 {
+	static const char usage[] = "expected /squall/wake,SERVICE,min|fixed|adaptive[,THRESH_PKTS "
+				    "1..65536[,TIMEOUT_US "
+				    "1..10000000]]";
 	char buf[128], *save = NULL, *svc_name, *policy, *thresh, *timeout, *end;
 	struct sq_cfg_wake w;
 	int svc;
 
 	(void)cmd;
 	if (params == NULL || snprintf(buf, sizeof(buf), "%s", params) >= (int)sizeof(buf))
-		return -EINVAL;
+		return tel_error(d, usage);
 	svc_name = strtok_r(buf, ",", &save);
 	policy = strtok_r(NULL, ",", &save);
 	thresh = strtok_r(NULL, ",", &save);
 	timeout = strtok_r(NULL, ",", &save);
 	if (svc_name == NULL || policy == NULL)
-		return -EINVAL;
+		return tel_error(d, usage);
 	svc = sq_config_service_index(tel_mgr->cfg, svc_name);
 	if (svc < 0)
-		return -ENOENT;
+		return tel_error(d, "no such service");
 	w = tel_mgr->cfg->services[svc].wake;
 	if (parse_policy(policy, &w.policy) < 0)
-		return -EINVAL;
+		return tel_error(d, usage);
 	if (thresh != NULL) {
 		unsigned long v = strtoul(thresh, &end, 10);
 
 		if (*end != '\0' || v == 0 || v > 65536)
-			return -EINVAL;
+			return tel_error(d, usage);
 		w.thresh_pkts = (uint32_t)v;
 	}
 	if (timeout != NULL) {
 		unsigned long v = strtoul(timeout, &end, 10);
 
 		if (*end != '\0' || v == 0 || v > 10000000)
-			return -EINVAL;
+			return tel_error(d, usage);
 		w.timeout_ns = (uint64_t)v * 1000;
 	}
 	mgr_wakeup_set_policy(tel_mgr, (uint16_t)svc, &w);

@@ -19,7 +19,7 @@
 
 #define SQ_REGION_MAGIC     0x4c4c415551535153ULL /* "SQSQUALL" */
 /** Bump on any change to this file or to struct sq_pkt_meta. */
-#define SQ_ABI_VERSION      2u
+#define SQ_ABI_VERSION      3u
 /** Fixed address, far from the heap, stack and DPDK's own mappings. */
 #define SQ_REGION_BASE_ADDR 0x3f0000000000ULL
 
@@ -99,6 +99,9 @@ struct sq_nf_ctl {
 	 * before handing back their last packet: the manager then returns the NF
 	 * to its pool without asking (no extra wake per flow). */
 	_Atomic uint32_t closes_cleaned;
+	uint32_t pad2;
+	uint64_t budget_yields; /* sched_yields after batch_budget_pkts in a row */
+	uint64_t spin_yields;   /* sched_yields while spinning on an empty ring */
 
 	alignas(RTE_CACHE_LINE_SIZE) uint64_t counters[SQ_NF_COUNTERS];
 	char counter_names[SQ_NF_COUNTERS][SQ_NAME_LEN];

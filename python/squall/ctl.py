@@ -178,7 +178,13 @@ def cmd_drops(args: argparse.Namespace, api: ControlApi) -> Exit:
 def cmd_raw(args: argparse.Namespace, api: ControlApi) -> Exit:
     value = api.tm.query_raw(args.cmd)
     if value is None:
-        print(f"squallctl: the manager does not know {args.cmd!r}", file=sys.stderr)
+        print(
+            f"squallctl: no command {args.cmd.split(',')[0]!r} (`squallctl raw /` lists them)",
+            file=sys.stderr,
+        )
+        return Exit.FAILED
+    if isinstance(value, dict) and set(value) == {"error"}:
+        print(f"squallctl: {args.cmd}: {value['error']}", file=sys.stderr)
         return Exit.FAILED
     _print_json(value)
     return Exit.OK

@@ -121,7 +121,8 @@ class Telemetry:
     def query_raw(self, cmd: str) -> Any:
         """Send one command (``/squall/stats`` or ``/cmd,param``); return its value.
 
-        Unknown commands come back as None (DPDK answers ``{"<cmd>": null}``).
+        Unknown commands come back as None (DPDK answers ``{"<cmd>": null}``);
+        squall commands that refuse answer ``{"error": "why"}``.
         """
         if not cmd.startswith("/"):
             raise ValueError(f"telemetry commands start with '/': {cmd!r}")
@@ -141,6 +142,8 @@ class Telemetry:
         value = self.query_raw(cmd)
         if value is None:
             raise TelemetryError(f"{self.path}: unknown command {cmd}")
+        if isinstance(value, dict) and set(value) == {"error"}:
+            raise TelemetryError(f"{self.path}: {cmd}: {value['error']}")
         if not isinstance(value, dict):
             raise TelemetryError(f"{self.path}: {cmd} returned {type(value).__name__}, not object")
         return value

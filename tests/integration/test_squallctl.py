@@ -81,6 +81,15 @@ def test_squallctl_json(running: Manager) -> None:
 
     r = squallctl("--name", name, "raw", "/squall/no_such_command")
     assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    assert "no command '/squall/no_such_command'" in r.stderr, r.stderr
+
+    # A known command that refuses says why, not that it does not exist.
+    r = squallctl("--name", name, "raw", "/squall/gen_rate,1000")
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    assert "the config has no generator" in r.stderr, r.stderr
+    r = squallctl("--name", name, "raw", "/squall/wake,s1,sometimes")
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    assert "expected /squall/wake,SERVICE,min|fixed|adaptive" in r.stderr, r.stderr
 
     running.finish()
 
