@@ -517,7 +517,11 @@ nf_loop(struct sq_nf *nf)
 			continue;
 		}
 		end_flow_if_asked(nf);
-		if (spin_for_pkts(nf))
+		/* A real-time NF does not spin: its sched_yield gives the core
+		 * only to NFs of its own priority, so a spin would keep every
+		 * lower one (the earlier hops, under chain_priority) off it. */
+		if (!atomic_load_explicit(&nf->ctl->realtime, memory_order_relaxed) &&
+		    spin_for_pkts(nf))
 			continue;
 		done_pkts = 0;
 		sleep_tsc = rte_rdtsc();

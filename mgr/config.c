@@ -567,12 +567,22 @@ enum {
 	MGR_MAX_FLOWS,
 	MGR_FLOW_IDLE,
 	MGR_FLOW_LINGER,
+	MGR_CORE_WAKES,
 	MGR_N_KEYS
 };
 static const char *const mgr_keys[MGR_N_KEYS] = {
-	"name",           "region_mb", "mbufs",          "mbuf_data_room", "stats_interval_ms",
-	"nf_core",        "rx_burst",  "chain_priority", "max_flows",      "flow_idle_timeout_ms",
+	"name",
+	"region_mb",
+	"mbufs",
+	"mbuf_data_room",
+	"stats_interval_ms",
+	"nf_core",
+	"rx_burst",
+	"chain_priority",
+	"max_flows",
+	"flow_idle_timeout_ms",
 	"flow_linger_ms",
+	"core_wakes_per_s",
 };
 
 static int
@@ -613,6 +623,9 @@ parse_manager(struct ctx *c, const yaml_node_t *node)
 	if (ret == 0)
 		ret = get_u32(c, v[MGR_FLOW_LINGER], b, "flow_linger_ms", 0, 600000,
 			      &cfg->flow_linger_ms);
+	if (ret == 0)
+		ret = get_u32(c, v[MGR_CORE_WAKES], b, "core_wakes_per_s", 0, 10000000,
+			      &cfg->core_wakes_per_s);
 	return ret;
 }
 
@@ -1185,6 +1198,7 @@ set_defaults(struct sq_config *cfg)
 	cfg->max_flows = 65536;
 	cfg->flow_idle_timeout_ms = 10000;
 	cfg->flow_linger_ms = 200;
+	cfg->core_wakes_per_s = 50000;
 }
 
 int

@@ -139,6 +139,9 @@ struct sq_config {
 	uint32_t max_flows;            /* flow table size; default 65536 */
 	uint32_t flow_idle_timeout_ms; /* UDP and unclean ends; default 10000 */
 	uint32_t flow_linger_ms;       /* after FIN both ways or RST; default 200 */
+	/* adaptive wakes: the wake rate a core of NFs is held to, by stretching
+	 * adaptive timeouts; default 50000; 0 = no limit */
+	uint32_t core_wakes_per_s;
 
 	struct sq_cfg_port ports[SQ_MAX_PORTS];
 	uint16_t n_ports;

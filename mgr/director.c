@@ -364,7 +364,8 @@ set_nf_priority(struct mgr *mgr, uint32_t id, uint32_t prio)
 
 	if (nf->pid <= 0)
 		return;
-	sched_setscheduler(nf->pid, prio > 0 ? SCHED_RR : SCHED_OTHER, &sp);
+	if (sched_setscheduler(nf->pid, prio > 0 ? SCHED_RR : SCHED_OTHER, &sp) == 0)
+		atomic_store_explicit(&nf->ctl->realtime, prio > 0, memory_order_relaxed);
 }
 
 static struct flow *

@@ -78,12 +78,14 @@ mgr_gen_init(struct mgr *mgr)
 		    (mgr->gens[i].slot_conn == NULL || mgr->gens[i].slot_step == NULL))
 			return -ENOMEM;
 	}
+	atomic_store_explicit(&mgr->gens_ready, true, memory_order_release);
 	return 0;
 }
 
 void
 mgr_gen_free(struct mgr *mgr)
 {
+	atomic_store(&mgr->gens_ready, false);
 	for (uint16_t i = 0; i < mgr->n_gens; i++) {
 		free(mgr->gens[i].slot_conn);
 		free(mgr->gens[i].slot_step);

@@ -83,10 +83,13 @@ struct nf_stage {
  * since a service's NFs share a timeout and so expire in the order they
  * started to wait. Entries are never searched: an entry whose NF was woken
  * meanwhile is recognised as stale when it reaches the head. */
+/* An NF waiting for a wake by timeout, since its first waiting packet. Its
+ * deadline is since + the timeout at the time of the scan: the NFs of a
+ * service share one timeout, so a queue in push order is in deadline order
+ * even when the timeout changes. */
 struct pending_entry {
 	uint32_t nf_id;
 	uint64_t since;
-	uint64_t deadline;
 };
 struct pending_queue {
 	struct pending_entry *e;
@@ -173,6 +176,17 @@ struct mgr_chain {
 	struct lat_hist to_nf;    /* tx role: rx to the first NF's handler (wake latency) */
 };
 
+/* The adaptive policy's wake budget, per core group (mgr_wakeup_tune). */
+struct core_wakes {
+	_Atomic uint64_t wakes;         /* adaptive NFs woken by threshold or timeout */
+	_Atomic uint64_t timeout_wakes; /* ... by timeout */
+	uint64_t window_wakes;          /* wakes at the window's start */
+	uint64_t window_timeout_wakes;
+	uint64_t window_start_tsc;
+	_Atomic uint64_t floor_tsc;  /* adaptive timeouts are at least this */
+	_Atomic uint64_t rate_per_s; /* wakes per second in the last window */
+};
+
 struct mgr {
 	struct sq_config *cfg;
 	struct sq_region_hdr *region;
@@ -200,6 +214,7 @@ struct mgr {
 	_Atomic uint64_t tx_rounds;
 	struct gen *gens; /* the generators of the config, if any */
 	uint16_t n_gens;
+	_Atomic bool gens_ready; /* for telemetry's thread: gens are set up */
 
 	volatile bool stop;
 	uint32_t rx_bursts; /* rx lcore: bursts received, for assign: spray */
@@ -214,6 +229,7 @@ struct mgr {
 	 * after they start and before any traffic; never returned by 22.11's af_xdp. */
 	unsigned int mbufs_port_reserved;
 	uint64_t nf_rings_bytes; /* region memory of every NF's rx and tx ring */
+	struct core_wakes core_wakes[SQ_CORE_GROUPS];
 };
 
 /* region.c */
@@ -279,6 +295,8 @@ void mgr_wakeup_check(struct mgr *mgr, struct role_ctx *role);
 void mgr_wakeup_drop_all_held(struct mgr *mgr, struct role_ctx *role, enum sq_drop cause);
 unsigned int mgr_wakeup_poll(struct mgr *mgr, struct role_ctx *role);
 void mgr_wakeup_force(struct mgr *mgr, struct mgr_nf *nf);
+/* tx role, every round: hold each core's adaptive wakes to core_wakes_per_s. */
+void mgr_wakeup_tune(struct mgr *mgr);
 const char *mgr_wake_policy_name(uint32_t policy);
 
 /* nfs.c */

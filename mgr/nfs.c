@@ -138,6 +138,7 @@ apply_priority(struct mgr *mgr, struct mgr_nf *nf)
 
 		if (sched_setscheduler(nf->pid, SCHED_RR, &sp) == 0) {
 			nf->sched_priority = (uint32_t)sp.sched_priority;
+			atomic_store_explicit(&nf->ctl->realtime, 1, memory_order_relaxed);
 			return;
 		}
 		nice = -(int32_t)RTE_MIN(19u, prio / 5 + 1);

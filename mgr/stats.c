@@ -59,6 +59,21 @@ key_from(char *key, size_t len, const char *name)
 	key[i] = '\0';
 }
 
+/* The NF core's adaptive wake budget (mgr_wakeup_tune): the busiest group. */
+static void
+adaptive_budget(const struct mgr *mgr, struct stats_sink *s)
+{
+	uint64_t rate = 0, floor = 0;
+
+	for (unsigned int g = 0; g < SQ_CORE_GROUPS; g++) {
+		rate = RTE_MAX(rate, atomic_load(&mgr->core_wakes[g].rate_per_s));
+		floor = RTE_MAX(floor, atomic_load(&mgr->core_wakes[g].floor_tsc));
+	}
+	s->u64(s, "core_wakes_per_s", mgr->cfg->core_wakes_per_s);
+	s->u64(s, "adaptive_wakes_per_s", rate);
+	s->u64(s, "adaptive_timeout_floor_us", floor * 1000000 / rte_get_tsc_hz());
+}
+
 void
 mgr_stats_visit_totals(const struct mgr *mgr, struct stats_sink *s)
 {
@@ -76,6 +91,7 @@ mgr_stats_visit_totals(const struct mgr *mgr, struct stats_sink *s)
 	/* What the NFs take in the region: their control blocks and rings. */
 	s->u64(s, "nf_ctl_bytes", (uint64_t)mgr->n_nfs * sizeof(struct sq_nf_ctl));
 	s->u64(s, "nf_rings_bytes", mgr->nf_rings_bytes);
+	adaptive_budget(mgr, s);
 	s->begin(s, "drops");
 	for (int c = 0; c < SQ_DROP_MAX; c++)
 		s->u64(s, sq_drop_keys[c], t.drops[c]);

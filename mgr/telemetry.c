@@ -107,8 +107,9 @@ find_gen(const char *port, const char **why)
 {
 	int idx;
 
-	if (tel_mgr->cfg->n_gens > 0 && tel_mgr->n_gens == 0) {
-		*why = "the manager is still starting: its generators do not run yet";
+	if (tel_mgr->cfg->n_gens > 0 &&
+	    !atomic_load_explicit(&tel_mgr->gens_ready, memory_order_acquire)) {
+		*why = "the generators are not running (the manager is starting or stopping)";
 		return -1;
 	}
 	idx = mgr_gen_find(tel_mgr, port);

@@ -205,6 +205,7 @@ mgr_tx_poll(struct mgr *mgr)
 	}
 	mgr_steer_flush(mgr, &mgr->tx);
 	mgr_wakeup_poll(mgr, &mgr->tx);
+	mgr_wakeup_tune(mgr);
 	atomic_fetch_add_explicit(&mgr->tx_rounds, 1, memory_order_release);
 	if (moved > 0)
 		mgr->last_pkt_tsc = rte_rdtsc();

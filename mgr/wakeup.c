@@ -11,6 +11,18 @@
  *             flows want latency); then AIMD: +1 after a wake by threshold,
  *             halved after a wake by timeout, within [min_pkts, max_pkts].
  * Exactly one FUTEX_WAKE per sleep: ASLEEP -> WAKING by compare-and-swap.
+ *
+ * A core runs only so many NFs a second (each run is a context switch, ~3-5
+ * us here). Adaptive timeouts are therefore stretched per core group (the
+ * NFs pinned to one core) when its adaptive NFs are woken more than
+ * core_wakes_per_s: with 1,000 NFs on a core, a 100 us timeout would ask for
+ * 10 million wakes a second, and the core would do nothing but switch.
+ * mgr_wakeup_tune doubles the floor of those timeouts while the group is over
+ * budget and halves it while under half of it. It grows only while some
+ * wakes are by timeout: the floor is the lever on those, and on threshold
+ * wakes only through them (fewer timeouts, so the adaptive threshold grows).
+ * NFs that reach their maximum threshold without any timeout are busy enough
+ * that the floor would only delay the quiet ones.
  */
 #include <linux/futex.h>
 #include <stdlib.h>
@@ -22,6 +34,10 @@
 #include <rte_debug.h>
 
 #include "mgr.h"
+
+#define TUNE_WINDOW_US 5000
+#define FLOOR_MIN_US   25     /* the first step of the floor; below it, none */
+#define FLOOR_MAX_US   100000 /* stretched no further */
 
 enum wake_reason { WAKE_THRESH, WAKE_TIMEOUT, WAKE_URGENT };
 
@@ -92,6 +108,19 @@ thresh_now(const struct mgr *mgr, const struct mgr_nf *nf)
 	return w->thresh_pkts;
 }
 
+/* The timeout now: adaptive ones stretched to their core group's floor. */
+static uint64_t
+timeout_now(const struct mgr *mgr, const struct mgr_nf *nf)
+{
+	const struct nf_wake *w = &nf->wake;
+
+	if (w->policy != SQ_WAKE_ADAPTIVE)
+		return w->timeout_tsc;
+	return RTE_MAX(w->timeout_tsc,
+		       atomic_load_explicit(&mgr->core_wakes[nf->ctl->core_group].floor_tsc,
+					    memory_order_relaxed));
+}
+
 static void
 adapt(struct nf_wake *w, enum wake_reason why)
 {
@@ -120,6 +149,13 @@ wake(struct mgr *mgr, struct mgr_nf *nf, enum wake_reason why)
 	else
 		nf->wake.by_urgent++;
 	adapt(&nf->wake, why);
+	if (nf->wake.policy == SQ_WAKE_ADAPTIVE && why != WAKE_URGENT) {
+		struct core_wakes *cw = &mgr->core_wakes[nf->ctl->core_group];
+
+		atomic_fetch_add_explicit(&cw->wakes, 1, memory_order_relaxed);
+		if (why == WAKE_TIMEOUT)
+			atomic_fetch_add_explicit(&cw->timeout_wakes, 1, memory_order_relaxed);
+	}
 	atomic_fetch_add_explicit(&mgr->region->woken[nf->ctl->core_group].n, 1,
 				  memory_order_relaxed);
 	futex_wake_one(&nf->ctl->state);
@@ -133,7 +169,7 @@ is_asleep(const struct mgr_nf *nf)
 }
 
 static void
-queue_push(struct pending_queue *q, uint32_t id, uint64_t since, uint64_t deadline)
+queue_push(struct pending_queue *q, uint32_t id, uint64_t since)
 {
 	if (q->tail - q->head == q->cap) {
 		uint32_t cap = q->cap ? q->cap * 2 : 64;
@@ -149,7 +185,7 @@ queue_push(struct pending_queue *q, uint32_t id, uint64_t since, uint64_t deadli
 		q->e = e;
 		q->cap = cap;
 	}
-	q->e[q->tail++ & (q->cap - 1)] = (struct pending_entry){id, since, deadline};
+	q->e[q->tail++ & (q->cap - 1)] = (struct pending_entry){id, since};
 }
 
 /* From now on the NF waits for a wake by timeout (unless the threshold comes
@@ -166,8 +202,7 @@ start_waiting(struct mgr *mgr, struct role_ctx *role, uint32_t id)
 	stage->pending = true;
 	stage->pending_since = rte_rdtsc();
 	stage->pending_sleeps = nf->ctl->sleeps;
-	queue_push(&role->pending[nf->service], id, stage->pending_since,
-		   stage->pending_since + nf->wake.timeout_tsc);
+	queue_push(&role->pending[nf->service], id, stage->pending_since);
 	role->n_pending++;
 }
 
@@ -266,7 +301,7 @@ mgr_wakeup_poll(struct mgr *mgr, struct role_ctx *role)
 		while (q->head != q->tail) {
 			struct pending_entry e = q->e[q->head & (q->cap - 1)];
 
-			if (e.deadline > now)
+			if (e.since + timeout_now(mgr, &mgr->nfs[e.nf_id]) > now)
 				break;
 			q->head++;
 			role->n_pending--;
@@ -283,6 +318,48 @@ mgr_wakeup_drop_all_held(struct mgr *mgr, struct role_ctx *role, enum sq_drop ca
 {
 	for (uint32_t id = 0; role->stages != NULL && id < mgr->n_nfs; id++)
 		mgr_steer_drop_held(mgr, role, id, cause);
+}
+
+/* One group: a new floor shows in the wake rate only a floor's time later,
+ * so the window is at least two floors long, or the floor would keep
+ * doubling on old rates and then fall back as far. */
+static void
+tune_core(struct core_wakes *cw, uint64_t budget, uint64_t now, uint64_t hz)
+{
+	uint64_t floor = atomic_load_explicit(&cw->floor_tsc, memory_order_relaxed);
+	uint64_t elapsed = now - cw->window_start_tsc;
+	uint64_t step = FLOOR_MIN_US * hz / 1000000;
+	uint64_t wakes, timeouts, rate;
+	bool by_timeout;
+
+	if (elapsed < RTE_MAX(TUNE_WINDOW_US * hz / 1000000, 2 * floor))
+		return;
+	wakes = atomic_load_explicit(&cw->wakes, memory_order_relaxed);
+	timeouts = atomic_load_explicit(&cw->timeout_wakes, memory_order_relaxed);
+	/* Wakes in a window are far below 2^64 / hz: no overflow. */
+	rate = (wakes - cw->window_wakes) * hz / elapsed;
+	by_timeout = timeouts != cw->window_timeout_wakes;
+	cw->window_wakes = wakes;
+	cw->window_timeout_wakes = timeouts;
+	cw->window_start_tsc = now;
+	atomic_store_explicit(&cw->rate_per_s, rate, memory_order_relaxed);
+	if (budget == 0)
+		floor = 0;
+	else if (rate > budget && by_timeout)
+		floor = RTE_MIN(RTE_MAX(2 * floor, step), FLOOR_MAX_US * hz / 1000000);
+	else if (rate < budget / 2)
+		floor = floor / 2 < step ? 0 : floor / 2;
+	atomic_store_explicit(&cw->floor_tsc, floor, memory_order_relaxed);
+}
+
+void
+mgr_wakeup_tune(struct mgr *mgr)
+{
+	uint64_t hz = rte_get_tsc_hz();
+	uint64_t now = rte_rdtsc();
+
+	for (unsigned int g = 0; g < SQ_CORE_GROUPS; g++)
+		tune_core(&mgr->core_wakes[g], mgr->cfg->core_wakes_per_s, now, hz);
 }
 
 void

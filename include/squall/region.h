@@ -78,6 +78,10 @@ struct sq_nf_ctl {
 	 * finishes its queue, runs its state cleaner and sets flow_gen_done. */
 	_Atomic uint32_t flow_gen;
 	uint64_t wakes; /* FUTEX_WAKEs sent */
+	/* 1 while the manager has the NF under SCHED_RR (a service priority,
+	 * chain_priority or a rule's per-flow priority): it must not spin, as
+	 * its sched_yield would reach no lower-priority NF. */
+	_Atomic uint32_t realtime;
 
 	/* The NF's state word: NF writes AWAKE/ASLEEP; manager ASLEEP->WAKING. */
 	alignas(RTE_CACHE_LINE_SIZE) _Atomic uint32_t state;

@@ -215,3 +215,38 @@ def test_packets_held_for_a_killed_nf_are_counted(mgr: Manager) -> None:
     st = mgr.stats()
     assert st["tx_pkts"] == 0, st
     mgr.finish()
+
+
+ADAPTIVE_TRICKLE = {"policy": "adaptive", "timeout_us": 100, "t_lat_pkts": 1, "max_pkts": 64}
+
+
+def adaptive_pkts_per_wake(mgr: Manager, core_wakes_per_s: int) -> tuple[float, dict[str, Any]]:
+    """20 adaptive NFs on one core, 1,000 pps each: a 100 us timeout alone
+    wakes each for about every packet (20,000 wakes/s)."""
+    cfg = gen_config(mgr, ADAPTIVE_TRICKLE, rate_pps=20000, flows=1000, instances=20)
+    cfg["manager"]["core_wakes_per_s"] = core_wakes_per_s
+    mgr.start(cfg)
+    mgr.wait_for(lambda: mgr.query("/squall/gen")["sent_pkts"] >= 15000, 60, "15000 sent")
+    st = mgr.stats()
+    sent = send_and_drain(mgr, 20000)
+    nfs = wait_all_asleep(mgr)
+    assert sum(nf["rx_pkts"] for nf in nfs.values()) == sent
+    assert_one_wake_per_sleep(nfs)
+    wakes = sum(nf["wakes"] for nf in nfs.values())
+    mgr.finish()
+    return sent / wakes, st
+
+
+def test_adaptive_wakes_unlimited_without_a_core_budget(mgr: Manager) -> None:
+    free, st = adaptive_pkts_per_wake(mgr, 0)
+    assert st["adaptive_timeout_floor_us"] == 0, st
+    assert free < 3, free  # the 100 us timeout wakes them almost per packet
+
+
+def test_adaptive_wakes_held_to_the_core_budget(mgr: Manager) -> None:
+    held, st = adaptive_pkts_per_wake(mgr, 2000)
+    # Held to 2,000 wakes/s, 20,000 pps come ~10 to a wake (fewer in the
+    # first tens of ms, while the floor grows).
+    assert st["core_wakes_per_s"] == 2000, st
+    assert st["adaptive_timeout_floor_us"] >= 200, st
+    assert held > 4, held

@@ -150,6 +150,7 @@ test_defaults(void)
 	CHECK(cfg.services[0].pool_fallback == SQ_FALLBACK_DROP);
 	CHECK(cfg.services[0].pool_queue_pkts == 1024);
 	CHECK(cfg.n_gens == 0 && cfg.chain_priority == 0);
+	CHECK(cfg.core_wakes_per_s == 50000);
 
 	CHECK(cfg.n_chains == 1);
 	CHECK(cfg.chains[0].n_hops == 1);
@@ -287,6 +288,8 @@ static const struct {
 			 "\"256MB\""},
 	{"bad_int_range", "2: manager.nf_core: expected an integer from -1 to 1023, got "
 			  "\"-2\""},
+	{"bad_core_wakes", "2: manager.core_wakes_per_s: expected an integer from 0 to 10000000, "
+			   "got \"20000000\""},
 	{"bad_int_negative", "4: ports[0].rx_desc: expected an integer from 64 to 16384, got "
 			     "\"-1024\""},
 	{"bad_int_overflow", "2: manager.mbufs: expected an integer from 1023 to 4194303, got "
