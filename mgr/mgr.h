@@ -230,6 +230,7 @@ struct mgr {
 	unsigned int mbufs_port_reserved;
 	uint64_t nf_rings_bytes; /* region memory of every NF's rx and tx ring */
 	struct core_wakes core_wakes[SQ_CORE_GROUPS];
+	uint64_t next_tune_tsc; /* tx role: mgr_wakeup_tune's next look */
 };
 
 /* region.c */

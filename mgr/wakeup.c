@@ -332,7 +332,7 @@ tune_core(struct core_wakes *cw, uint64_t budget, uint64_t now, uint64_t hz)
 	uint64_t wakes, timeouts, rate;
 	bool by_timeout;
 
-	if (elapsed < RTE_MAX(TUNE_WINDOW_US * hz / 1000000, 2 * floor))
+	if (elapsed < 2 * floor)
 		return;
 	wakes = atomic_load_explicit(&cw->wakes, memory_order_relaxed);
 	timeouts = atomic_load_explicit(&cw->timeout_wakes, memory_order_relaxed);
@@ -352,12 +352,16 @@ tune_core(struct core_wakes *cw, uint64_t budget, uint64_t now, uint64_t hz)
 	atomic_store_explicit(&cw->floor_tsc, floor, memory_order_relaxed);
 }
 
+/* Every round, so one compare until a window is due. */
 void
 mgr_wakeup_tune(struct mgr *mgr)
 {
-	uint64_t hz = rte_get_tsc_hz();
-	uint64_t now = rte_rdtsc();
+	uint64_t hz, now = rte_rdtsc();
 
+	if (likely(now < mgr->next_tune_tsc))
+		return;
+	hz = rte_get_tsc_hz();
+	mgr->next_tune_tsc = now + TUNE_WINDOW_US * hz / 1000000;
 	for (unsigned int g = 0; g < SQ_CORE_GROUPS; g++)
 		tune_core(&mgr->core_wakes[g], mgr->cfg->core_wakes_per_s, now, hz);
 }
