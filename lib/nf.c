@@ -371,6 +371,21 @@ futex_wait(_Atomic uint32_t *word, uint32_t val, const struct timespec *timeout)
 	return syscall(SYS_futex, word, FUTEX_WAIT, val, timeout, NULL, 0);
 }
 
+static void
+count_awake(struct sq_nf *nf, int32_t delta)
+{
+	atomic_fetch_add_explicit(&nf->hdr->awake[nf->ctl->core_group].n, delta,
+				  memory_order_relaxed);
+}
+
+/* Other NFs of our core awake: worth a yield while we spin. */
+static bool
+others_awake(const struct sq_nf *nf)
+{
+	return atomic_load_explicit(&nf->hdr->awake[nf->ctl->core_group].n, memory_order_relaxed) >
+	       1;
+}
+
 /* NFs the manager woke on our core that have not run yet. */
 static bool
 others_woken(const struct sq_nf *nf)
@@ -403,7 +418,7 @@ spin_for_pkts(struct sq_nf *nf)
 		if (others_woken(nf))
 			return false;
 		now = rte_rdtsc();
-		if (now >= yield_tsc) {
+		if (now >= yield_tsc && others_awake(nf)) {
 			sched_yield();
 			nf->ctl->spin_yields++;
 			yield_tsc = rte_rdtsc() + nf->spin_yield_tsc;
@@ -460,6 +475,7 @@ nf_sleep(struct sq_nf *nf)
 			woke_up(nf); /* the manager's wake came first */
 		return;
 	}
+	count_awake(nf, -1);
 	while (atomic_load(&nf->ctl->state) == SQ_NF_ASLEEP) {
 		if (futex_wait(&nf->ctl->state, SQ_NF_ASLEEP, &timeout) < 0 && errno == ETIMEDOUT &&
 		    mgr_is_gone(nf))
@@ -467,6 +483,7 @@ nf_sleep(struct sq_nf *nf)
 		if (nf_should_stop(nf))
 			break;
 	}
+	count_awake(nf, 1);
 	woke_up(nf);
 }
 
@@ -538,9 +555,11 @@ sq_nf_run(struct sq_nf *nf)
 		return -EINVAL;
 	}
 	atomic_store(&nf->ctl->state, SQ_NF_AWAKE);
+	count_awake(nf, 1);
 	SQ_LOG(INFO, NF, "%s#%u attached (pid %d)\n", nf->ctl->service, nf->ctl->instance,
 	       getpid());
 	nf_loop(nf);
+	count_awake(nf, -1);
 	if (nf->cleaner_fn != NULL)
 		nf->cleaner_fn(nf->cleaner_arg);
 	atomic_store(&nf->ctl->state, SQ_NF_EXITED);

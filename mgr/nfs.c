@@ -366,9 +366,12 @@ nf_gone(struct mgr *mgr, struct mgr_nf *nf, int status)
 		WIFSIGNALED(status) ? "killed by signal" : "exited with",
 		WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
 	nf->pid = 0;
-	/* Woken but never ran: it no longer waits for its core. */
+	/* Woken but never ran: it no longer waits for its core. Died awake:
+	 * it no longer counts among the awake (a clean exit uncounted itself). */
 	if (atomic_load(&nf->ctl->state) == SQ_NF_WAKING)
 		atomic_fetch_sub(&mgr->region->woken[nf->ctl->core_group].n, 1);
+	else if (!clean && atomic_load(&nf->ctl->state) == SQ_NF_AWAKE)
+		atomic_fetch_sub(&mgr->region->awake[nf->ctl->core_group].n, 1);
 	if (!clean)
 		atomic_store(&nf->ctl->state, SQ_NF_DEAD);
 	reclaim_nf(mgr, nf, stopping ? SQ_DROP_SHUTDOWN : SQ_DROP_NF_DIED);

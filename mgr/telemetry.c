@@ -26,8 +26,9 @@
 #include "mgr.h"
 #include "stats.h"
 
-/* Telemetry replies are capped at 16 KB; an NF's entry is ~500 B. */
-#define NFS_PAGE 24
+/* Telemetry replies are capped at 16 KB; an NF's entry is ~750 B with long
+ * counter values, so 24 could overflow (DPDK then drops the last ones). */
+#define NFS_PAGE 16
 
 static struct mgr *tel_mgr;
 

@@ -136,6 +136,14 @@ struct sq_region_hdr {
 	struct {
 		alignas(RTE_CACHE_LINE_SIZE) _Atomic int32_t n;
 	} woken[SQ_CORE_GROUPS];
+	/* Per core group: NFs attached and not asleep (running or runnable). A
+	 * spinning NF yields only while another is awake: with none, its yield
+	 * would hand the core to whatever else runs there (an application, a
+	 * daemon) for a scheduler slice, and it would not be woken back. The
+	 * NFs of a group share one core, so the line stays in its cache. */
+	struct {
+		alignas(RTE_CACHE_LINE_SIZE) _Atomic int32_t n;
+	} awake[SQ_CORE_GROUPS];
 };
 
 static inline struct sq_nf_ctl *
