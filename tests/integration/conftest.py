@@ -303,6 +303,24 @@ class Manager:
                 )
             time.sleep(POLL_INTERVAL_S)
 
+    def gen_send(self, pkts: int, timeout_s: float = 60.0) -> int:
+        """Let the generator send at least pkts (counted from its start), then
+        pause it; return how many it sent in all."""
+        self.wait_for(
+            lambda: self.query("/squall/gen")["sent_pkts"] >= pkts, timeout_s, f"{pkts} sent"
+        )
+        assert self.query("/squall/gen_rate,0")["rate_pps"] == 0
+        return int(self.query("/squall/gen")["sent_pkts"])
+
+    def wait_accounted(self, sent: int, timeout_s: float = 30.0) -> None:
+        """Wait until each of sent packets went out or was counted as dropped."""
+
+        def accounted() -> bool:
+            st = self.stats()
+            return st["tx_pkts"] + st["drop_pkts"] == sent
+
+        self.wait_for(accounted, timeout_s, f"all {sent} packets out or counted as dropped")
+
     def wait_port_tx(self, port: str, pkts: int, timeout_s: float = 30.0) -> None:
         self.wait_for(
             lambda: self.ports()[port]["tx_pkts"] >= pkts,

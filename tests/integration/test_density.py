@@ -31,12 +31,8 @@ def test_thousand_nfs_start_carry_traffic_and_stop(mgr: Manager) -> None:
     cfg["generator"] = {"port": "gen", "rate_pps": 20000, "flows": 8192}
     mgr.start(cfg)
     assert mgr.stats()["nfs_live"] == N_NFS
-    mgr.wait_for(lambda: mgr.query("/squall/gen")["sent_pkts"] >= 20000, 60, "20000 sent")
-    mgr.query("/squall/gen_rate,0")
-    sent = mgr.query("/squall/gen")["sent_pkts"]
-    mgr.wait_for(
-        lambda: mgr.stats()["tx_pkts"] + mgr.stats()["drop_pkts"] == sent, 60, "all accounted"
-    )
+    sent = mgr.gen_send(20000)
+    mgr.wait_accounted(sent, timeout_s=60)
     nfs = mgr.nfs()
     assert len(nfs) == N_NFS
     busy = sum(1 for nf in nfs.values() if nf["rx_pkts"] > 0)

@@ -20,14 +20,8 @@ def test_generator_traffic_is_accounted_for(mgr: Manager) -> None:
     )
     cfg["generator"] = {"port": "gen", "rate_pps": 20000, "sizes": SIZES, "flows": 7}
     mgr.start(cfg)
-    mgr.wait_for(lambda: mgr.query("/squall/gen")["sent_pkts"] >= 1200, 30, "1200 sent")
-    assert mgr.query("/squall/gen_rate,0")["rate_pps"] == 0
-    sent = mgr.query("/squall/gen")["sent_pkts"]
-    mgr.wait_for(
-        lambda: mgr.stats()["tx_pkts"] + mgr.stats()["drop_pkts"] == sent,
-        30,
-        "every generated packet out or counted as dropped",
-    )
+    sent = mgr.gen_send(1200)
+    mgr.wait_accounted(sent)
     gen = mgr.query("/squall/gen")
     assert gen["sent_pkts"] == sent, "the generator kept sending while paused"
     ports = mgr.ports()

@@ -39,6 +39,8 @@ def test_service_priority_and_nice_are_applied(mgr: Manager) -> None:
     assert os.sched_getscheduler(rt) == os.SCHED_RR
     assert os.sched_getparam(rt).sched_priority == 7
     assert nfs["rt"]["sched_priority"] == 7
+    # What the NF is told (it then never spins): only the SCHED_RR one.
+    assert [nfs[s]["realtime"] for s in ("rt", "nice", "plain")] == [1, 0, 0], nfs
     assert os.sched_getscheduler(nice) == os.SCHED_OTHER
     assert os.getpriority(os.PRIO_PROCESS, nice) == 5
     assert os.sched_getscheduler(plain) == os.SCHED_OTHER
@@ -49,10 +51,18 @@ def test_service_priority_and_nice_are_applied(mgr: Manager) -> None:
 @pytest.mark.skipif(os.geteuid() != 0, reason="SCHED_RR needs root")
 def test_chain_aware_priorities_rise_along_the_chain(mgr: Manager) -> None:
     services = [{"name": f"h{i}", "exec": "squall-nf-fwd"} for i in range(3)]
-    mgr.start(chain_config(mgr, services, chain_priority=10))
+    cfg = chain_config(mgr, services, chain_priority=10)
+    # A steady rate, at which NFs of a chain sharing a core spin and yield to
+    # each other (test_shared_core); real-time NFs must not spin at all.
+    cfg["generator"] = {"port": "in", "rate_pps": 200000, "flows": 64}
+    mgr.start(cfg)
+    sent = mgr.gen_send(100000)
+    mgr.wait_accounted(sent)
     nfs = {nf["service"]: nf for nf in mgr.nfs().values()}
     for hop in range(3):
-        pid = nfs[f"h{hop}"]["pid"]
-        assert os.sched_getscheduler(pid) == os.SCHED_RR
-        assert os.sched_getparam(pid).sched_priority == 10 + hop
+        nf = nfs[f"h{hop}"]
+        assert os.sched_getscheduler(nf["pid"]) == os.SCHED_RR
+        assert os.sched_getparam(nf["pid"]).sched_priority == 10 + hop
+        assert nf["realtime"] == 1 and nf["spin_yields"] == 0, nf
+        assert nf["rx_pkts"] > 0, nf
     mgr.finish()

@@ -42,9 +42,7 @@ def gen_config(
 
 def send_and_drain(mgr: Manager, pkts: int) -> int:
     """Let the generator send at least pkts, pause it, wait until all are out."""
-    mgr.wait_for(lambda: mgr.query("/squall/gen")["sent_pkts"] >= pkts, 60, f"{pkts} sent")
-    mgr.query("/squall/gen_rate,0")
-    sent = int(mgr.query("/squall/gen")["sent_pkts"])
+    sent = mgr.gen_send(pkts)
     mgr.wait_for(lambda: mgr.stats()["tx_pkts"] == sent, 30, f"all {sent} packets out")
     return sent
 
