@@ -399,7 +399,8 @@ others_woken(const struct sq_nf *nf)
  * But not while other NFs on this core have work: those the manager woke and
  * that have not run yet end the spin at once (we sleep, they run), and those
  * that are awake but were preempted get the core by a sched_yield every
- * SPIN_YIELD_NS. Without the yield, an NF of a chain whose packets trickle in
+ * SPIN_YIELD_NS (only while another NF of the core is awake: else the yield
+ * would hand the core to other programs for a slice). Without the yield, an NF of a chain whose packets trickle in
  * catches each one in its spin and keeps the core for a whole scheduler
  * slice (milliseconds), while the next hop's ring overflows.
  * The spin's length adapts (adapt_spin): full while packets come back within
