@@ -735,6 +735,11 @@ static const char *const fallback_words[] = {
 	[SQ_FALLBACK_QUEUE] = "queue",
 };
 
+static const char *const pool_order_words[] = {
+	[SQ_POOL_FIFO] = "fifo",
+	[SQ_POOL_LIFO] = "lifo",
+};
+
 enum { WAKE_POLICY, WAKE_THRESH, WAKE_TIMEOUT, WAKE_MIN, WAKE_MAX, WAKE_T_LAT, WAKE_N_KEYS };
 static const char *const wake_keys[WAKE_N_KEYS] = {
 	"policy", "thresh_pkts", "timeout_us", "min_pkts", "max_pkts", "t_lat_pkts",
@@ -794,6 +799,7 @@ enum {
 	SVC_POOL_IDLE,
 	SVC_POOL_FALLBACK,
 	SVC_POOL_QUEUE,
+	SVC_POOL_ORDER,
 	SVC_N_KEYS
 };
 static const char *const svc_keys[SVC_N_KEYS] = {
@@ -812,6 +818,7 @@ static const char *const svc_keys[SVC_N_KEYS] = {
 	"pool_idle",
 	"pool_fallback",
 	"pool_queue_pkts",
+	"pool_order",
 };
 
 static int
@@ -871,6 +878,9 @@ parse_service(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_c
 	if (ret == 0)
 		ret = get_u32(c, v[SVC_POOL_QUEUE], b, "pool_queue_pkts", 1, 1u << 20,
 			      &svc->pool_queue_pkts);
+	if (ret == 0)
+		ret = get_word(c, v[SVC_POOL_ORDER], b, "pool_order", pool_order_words,
+			       RTE_DIM(pool_order_words), &svc->pool_order);
 	svc->spin_ns = (uint64_t)spin_us * 1000;
 	return ret;
 }

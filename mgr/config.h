@@ -63,6 +63,7 @@ struct sq_cfg_service {
 	uint32_t pool_idle;       /* per-flow: idle NFs to keep ready; default: all instances */
 	uint32_t pool_fallback;   /* enum sq_pool_fallback; default drop */
 	uint32_t pool_queue_pkts; /* fallback queue: new flows' packets that may wait */
+	uint32_t pool_order;      /* enum sq_pool_order; default fifo */
 	uint32_t priority;        /* SCHED_RR priority 1..99; 0 = the normal scheduler */
 	int32_t nice;             /* for the normal scheduler, -20..19 */
 	int line;
@@ -89,6 +90,12 @@ enum sq_pool_fallback {
 	SQ_FALLBACK_DROP = 0,  /* drop the new flow's packets, counted as pool_empty */
 	SQ_FALLBACK_RSS = 1,   /* share a busy NF, chosen by the flow hash */
 	SQ_FALLBACK_QUEUE = 2, /* wait in a bounded queue for an NF to come back */
+};
+
+/* Which idle NF a new flow gets. */
+enum sq_pool_order {
+	SQ_POOL_FIFO = 0, /* the one idle longest (seed 000 §4): NFs take turns */
+	SQ_POOL_LIFO = 1, /* the one idle shortest: its pages are still in the caches */
 };
 
 struct sq_cfg_rule {

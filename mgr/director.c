@@ -73,12 +73,14 @@ struct waitq {
 	uint64_t queued, dropped;
 };
 
-/* A service's idle NFs, oldest first. */
+/* A service's idle NFs, oldest first; taken from the front (fifo) or the
+ * back (lifo), as the service's pool_order says. */
 struct pool {
 	uint32_t *ids;
 	uint32_t head, count, cap;
-	uint32_t started;  /* instances spawned so far */
-	bool pooled;       /* a per-flow rule uses this service */
+	uint32_t started; /* instances spawned so far */
+	bool pooled;      /* a per-flow rule uses this service */
+	bool lifo;
 	uint64_t assigned; /* flows given an NF of this pool */
 	uint64_t empty;    /* new flows that found the pool empty */
 	struct waitq wait;
@@ -97,6 +99,10 @@ struct director {
 	 * also the order they end in, so ends cost O(ends), not a sweep. */
 	uint32_t *closing;
 	uint32_t closing_head, closing_count, closing_cap;
+	/* Closed flows past their linger whose NFs still had work: retried
+	 * apart, so one slow NF does not hold back the ends queued behind it. */
+	uint32_t *draining;
+	uint32_t n_draining;
 	struct lat_hist setup; /* TSC from a flow's first packet in the director to its NF */
 	uint32_t scan_pos;
 	uint32_t n_waiting; /* packets in all the fallback queues */
@@ -114,13 +120,18 @@ pool_push(struct pool *p, uint32_t id)
 	p->count++;
 }
 
-/* The oldest idle NF that is still alive (a dead one just leaves the pool). */
+/* The oldest (fifo) or newest (lifo) idle NF that is still alive; a dead
+ * one just leaves the pool. */
 static bool
 pool_pop(struct mgr *mgr, struct pool *p, uint32_t *id)
 {
 	while (p->count > 0) {
-		*id = p->ids[p->head];
-		p->head = (p->head + 1) % p->cap;
+		if (p->lifo) {
+			*id = p->ids[(p->head + p->count - 1) % p->cap];
+		} else {
+			*id = p->ids[p->head];
+			p->head = (p->head + 1) % p->cap;
+		}
 		p->count--;
 		if (atomic_load_explicit(&mgr->nfs[*id].live, memory_order_relaxed))
 			return true;
@@ -152,6 +163,7 @@ pools_init(struct mgr *mgr, struct director *d)
 		struct pool *p = &d->pools[s];
 
 		p->cap = mgr->services[s].n_nfs;
+		p->lifo = cfg->services[s].pool_order == SQ_POOL_LIFO;
 		p->ids = calloc(p->cap ? p->cap : 1, sizeof(*p->ids));
 		if (p->ids == NULL)
 			return -ENOMEM;
@@ -236,7 +248,8 @@ mgr_director_init(struct mgr *mgr)
 	d->period_tsc = hz / 1000000 * DIRECTOR_PERIOD_US;
 	d->closing_cap = mgr->cfg->max_flows;
 	d->closing = calloc(d->closing_cap, sizeof(*d->closing));
-	if (d->closing == NULL)
+	d->draining = calloc(d->closing_cap, sizeof(*d->draining));
+	if (d->closing == NULL || d->draining == NULL)
 		return -ENOMEM;
 	return 0;
 }
@@ -259,6 +272,7 @@ mgr_director_free(struct mgr *mgr)
 	free(d->cleaning);
 	free(d->spawning);
 	free(d->closing);
+	free(d->draining);
 	free(d);
 	mgr->dir = NULL;
 }
@@ -364,8 +378,10 @@ set_nf_priority(struct mgr *mgr, uint32_t id, uint32_t prio)
 
 	if (nf->pid <= 0)
 		return;
-	if (sched_setscheduler(nf->pid, prio > 0 ? SCHED_RR : SCHED_OTHER, &sp) == 0)
+	if (sched_setscheduler(nf->pid, prio > 0 ? SCHED_RR : SCHED_OTHER, &sp) == 0) {
+		nf->sched_priority = prio;
 		atomic_store_explicit(&nf->ctl->realtime, prio > 0, memory_order_relaxed);
+	}
 }
 
 static struct flow *
@@ -585,8 +601,8 @@ remove_flow(struct mgr *mgr, struct director *d, struct flow *f)
 		if (f->assign != SQ_ASSIGN_PER_FLOW || f->nf[h] > UINT32_MAX / 2)
 			continue;
 		nf = &mgr->nfs[f->nf[h]];
-		if (f->nf_priority > 0)
-			set_nf_priority(mgr, nf->id, mgr->cfg->services[nf->service].priority);
+		if (f->nf_priority > 0) /* back to its own (chain_priority too) */
+			set_nf_priority(mgr, nf->id, mgr_nf_own_priority(mgr, nf));
 		/* The NF saw the close and cleaned up already: straight back. */
 		if (atomic_load_explicit(&nf->ctl->closes_cleaned, memory_order_acquire) !=
 		    nf->closes_taken) {
@@ -632,12 +648,23 @@ try_remove(struct mgr *mgr, struct director *d, struct flow *f, uint64_t tx_roun
 	return false;
 }
 
-/* Closed flows in closing order: end those whose linger is over. */
+/* Closed flows in closing order: end those whose linger is over; those
+ * whose NFs still work on them wait on the draining list. */
 static void
 end_closed_flows(struct mgr *mgr, struct director *d, uint64_t now, uint64_t tx_round)
 {
+	for (uint32_t i = 0; i < d->n_draining;) {
+		struct flow *f = &d->flows[d->draining[i]];
+
+		/* (A flow the idle sweep ended already is not draining any more.) */
+		if (f->state != FLOW_DRAIN || try_remove(mgr, d, f, tx_round))
+			d->draining[i] = d->draining[--d->n_draining];
+		else
+			i++;
+	}
 	while (d->closing_count > 0) {
-		struct flow *f = &d->flows[d->closing[d->closing_head]];
+		uint32_t idx = d->closing[d->closing_head];
+		struct flow *f = &d->flows[idx];
 
 		if (f->state == FLOW_LINGER) {
 			if (now <= f->end_tsc)
@@ -645,7 +672,7 @@ end_closed_flows(struct mgr *mgr, struct director *d, uint64_t now, uint64_t tx_
 			f->state = FLOW_DRAIN;
 		}
 		if (f->state == FLOW_DRAIN && !try_remove(mgr, d, f, tx_round))
-			break; /* its NFs still work on it: next round */
+			d->draining[d->n_draining++] = idx; /* both lists hold at most max_flows */
 		d->closing_head = (d->closing_head + 1) % d->closing_cap;
 		d->closing_count--;
 	}

@@ -307,6 +307,9 @@ unsigned int mgr_nfs_poll(struct mgr *mgr);
 void mgr_nfs_stop_all(struct mgr *mgr);
 void mgr_nfs_free(struct mgr *mgr);
 int mgr_nfs_spawn(struct mgr *mgr, struct mgr_nf *nf);
+/* The SCHED_RR priority the NF has by its config (service priority, or
+ * chain_priority + hop); 0: the normal scheduler. */
+uint32_t mgr_nf_own_priority(const struct mgr *mgr, const struct mgr_nf *nf);
 bool mgr_nf_is_ready(const struct mgr_nf *nf);
 const char *mgr_nf_state_name(uint32_t state);
 

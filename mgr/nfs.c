@@ -120,19 +120,26 @@ service_hop(const struct sq_config *cfg, uint16_t service)
 	return hop;
 }
 
-/* SCHED_RR priority, or nice: the service's own, or with chain_priority set,
- * base + hop, so later hops win the core and overload drops packets at the
- * chain's entry, before work was spent on them (seed 000 Fig 8). Without the
- * right to real-time scheduling, nice stands in, with a warning. */
+/* The service's own, or with chain_priority set, base + hop, so later hops
+ * win the core and overload drops packets at the chain's entry, before work
+ * was spent on them (seed 000 Fig 8). */
+uint32_t
+mgr_nf_own_priority(const struct mgr *mgr, const struct mgr_nf *nf)
+{
+	if (mgr->cfg->chain_priority > 0)
+		return RTE_MIN(mgr->cfg->chain_priority + service_hop(mgr->cfg, nf->service), 99u);
+	return mgr->cfg->services[nf->service].priority;
+}
+
+/* SCHED_RR at the NF's own priority, or nice. Without the right to real-time
+ * scheduling, nice stands in, with a warning. */
 static void
 apply_priority(struct mgr *mgr, struct mgr_nf *nf)
 {
 	const struct sq_cfg_service *cs = &mgr->cfg->services[nf->service];
-	uint32_t prio = cs->priority;
+	uint32_t prio = mgr_nf_own_priority(mgr, nf);
 	int32_t nice = cs->nice;
 
-	if (mgr->cfg->chain_priority > 0)
-		prio = mgr->cfg->chain_priority + service_hop(mgr->cfg, nf->service);
 	if (prio > 0) {
 		struct sched_param sp = {.sched_priority = (int)RTE_MIN(prio, 99u)};
 

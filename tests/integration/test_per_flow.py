@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pcaps
+import pytest
 from conftest import Manager
 from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import Ether
@@ -204,3 +205,65 @@ def test_killed_per_flow_nf_loses_only_its_flow(mgr: Manager) -> None:
     mgr.wait_for(lambda: mgr.stats()["tx_pkts"] > tx + 1000, 30, "the other three flows go on")
     assert mgr.query("/squall/flows")["flows_created"] == 4
     mgr.finish(live_mbufs=False)  # the generator keeps packets moving until the stop
+
+
+def gen_per_flow_config(mgr: Manager, instances: int, **svc: Any) -> dict[str, Any]:
+    """The generator's short TCP connections, one open at a time, into a
+    per-flow service; nothing lingers, so a flow ends once its NF is done."""
+    cfg = mgr.config(
+        ports=[
+            {"name": "gen", "devargs": "net_null0,no-rx=1"},
+            {"name": "out", "devargs": "net_null1,no-rx=1"},
+        ],
+        services=[{"name": "s", "exec": "squall-nf-sig", "instances": instances, **svc}],
+        chains=[{"name": "c", "services": ["s"]}],
+        rules=[{"in_port": "gen", "chain": "c", "out_port": "out", "assign": "per-flow"}],
+        flow_linger_ms=0,
+        flow_idle_timeout_ms=300,  # the connection the pause cut short
+    )
+    cfg["generator"] = {"port": "gen", "rate_pps": 0, "flows": 1, "tcp_flow_pkts": 4}
+    return cfg
+
+
+def test_a_stuck_nf_does_not_hold_back_the_other_flows_ends(mgr: Manager) -> None:
+    # One NF of six stops (SIGSTOP) while 100 connections come one after the
+    # other: the flow it gets cannot end, but the others must, and their NFs
+    # must come back, so the pool never runs dry.
+    mgr.start(gen_per_flow_config(mgr, instances=6))
+    stuck = next(iter(mgr.nfs().values()))["pid"]
+    os.kill(stuck, signal.SIGSTOP)
+    try:
+        mgr.query("/squall/gen_rate,4000")
+        sent = mgr.gen_send(400)
+        created = mgr.query("/squall/flows")["flows_created"]
+        assert created >= 100, mgr.stats()["drops"]  # pool_empty: NFs not back
+        mgr.wait_for(
+            lambda: mgr.query("/squall/flows")["flows_ended"] == created - 1,
+            15,
+            "every flow but the stuck NF's ended",
+        )
+        assert mgr.stats()["drops"]["pool_empty"] == 0
+    finally:
+        os.kill(stuck, signal.SIGCONT)
+    mgr.wait_accounted(sent)
+    wait_flows_gone(mgr, created)
+    assert mgr.stats()["drop_pkts"] == 0
+    mgr.finish()
+
+
+@pytest.mark.parametrize("order", ["fifo", "lifo"])
+def test_pool_order_fifo_takes_turns_lifo_reuses_the_warm_nf(mgr: Manager, order: str) -> None:
+    # 20 connections, each over before the next starts (4 packets at 200
+    # pps: 20 ms apart; an NF is back in its pool ~1 ms after its flow).
+    mgr.start(gen_per_flow_config(mgr, instances=8, pool_order=order))
+    mgr.query("/squall/gen_rate,200")
+    sent = mgr.gen_send(80)
+    mgr.wait_accounted(sent)
+    wait_flows_gone(mgr, mgr.query("/squall/flows")["flows_created"])
+    used = [nf for nf in mgr.nfs().values() if nf["rx_pkts"] > 0]
+    if order == "fifo":
+        assert len(used) == 8, "fifo: each idle NF in turn"
+    else:
+        assert len(used) <= 2, f"lifo: the NF just back from its flow again, not {len(used)}"
+    assert sum(nf["rx_pkts"] for nf in used) == sent
+    mgr.finish()

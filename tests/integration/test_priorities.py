@@ -66,3 +66,44 @@ def test_chain_aware_priorities_rise_along_the_chain(mgr: Manager) -> None:
         assert nf["realtime"] == 1 and nf["spin_yields"] == 0, nf
         assert nf["rx_pkts"] > 0, nf
     mgr.finish()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="SCHED_RR needs root")
+def test_a_rules_flow_priority_lasts_as_long_as_the_flow(mgr: Manager) -> None:
+    # seed 000 Fig 7: a per-flow rule raises its flow's NF to SCHED_RR 20
+    # while the flow lasts; then the NF goes back to its own priority, here
+    # chain_priority's (5 + hop 0), not to the service's (none).
+    cfg = mgr.config(
+        ports=[
+            {"name": "gen", "devargs": "net_null0,no-rx=1"},
+            {"name": "out", "devargs": "net_null1,no-rx=1"},
+        ],
+        services=[{"name": "s", "exec": "squall-nf-fwd", "instances": 2}],
+        chains=[{"name": "c", "services": ["s"]}],
+        rules=[
+            {
+                "in_port": "gen",
+                "chain": "c",
+                "out_port": "out",
+                "assign": "per-flow",
+                "nf_priority": 20,
+            }
+        ],
+        chain_priority=5,
+        flow_idle_timeout_ms=300,
+    )
+    # One long TCP connection: it is still open when the generator pauses,
+    # and ends by the idle timeout.
+    cfg["generator"] = {"port": "gen", "rate_pps": 2000, "flows": 1, "tcp_flow_pkts": 10000}
+    mgr.start(cfg)
+    mgr.wait_for(lambda: mgr.stats()["tx_pkts"] >= 100, 10, "the flow carries packets")
+    nf = next(nf for nf in mgr.nfs().values() if nf["rx_pkts"] > 0)
+    assert os.sched_getscheduler(nf["pid"]) == os.SCHED_RR
+    assert os.sched_getparam(nf["pid"]).sched_priority == 20
+    assert mgr.nfs()[f"s#{nf['instance']}"]["sched_priority"] == 20
+    sent = mgr.gen_send(0)
+    mgr.wait_accounted(sent)
+    mgr.wait_for(lambda: mgr.query("/squall/flows")["flows_ended"] == 1, 10, "the flow ended")
+    assert os.sched_getparam(nf["pid"]).sched_priority == 5
+    assert mgr.nfs()[f"s#{nf['instance']}"]["sched_priority"] == 5
+    mgr.finish()

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from squall.bench import procstat
 from squall.bench.paths import ROOT
 
 
@@ -99,9 +100,14 @@ def busy_others(sample_s: float = 0.5, min_pct: float = 10.0) -> list[dict[str, 
     return sorted(busy, key=lambda b: -int(b["cpu_pct"]))
 
 
+# A vCPU that lost this much of an interval to the hypervisor is noted.
+STEAL_NOTE_PCT = 5.0
+
+
 class ContentionMonitor:
-    """Samples busy_others() every interval_s in a thread while a run goes
-    on: when something else competed with the measurement, and how hard."""
+    """Samples busy_others() and the hypervisor's steal every interval_s in a
+    thread while a run goes on: when something else competed with the
+    measurement, and how hard."""
 
     def __init__(self, interval_s: float = 5.0) -> None:
         self.interval_s = interval_s
@@ -111,11 +117,19 @@ class ContentionMonitor:
         self._thread = threading.Thread(target=self._loop, name="contention", daemon=True)
 
     def _loop(self) -> None:
+        cpus = procstat.read_cpus()
         while not self._stop.wait(self.interval_s):
             others = busy_others(sample_s=0.5, min_pct=20.0)
-            if others:
+            now = procstat.read_cpus()
+            steal = procstat.steal_by_cpu(cpus, now)
+            cpus = now
+            stolen = {c: v for c, v in steal.items() if v >= STEAL_NOTE_PCT}
+            if others or stolen:
                 t = round(time.monotonic() - self._t0, 1)
-                self.samples.append({"t_s": t, "others": others[:5]})
+                sample: dict[str, Any] = {"t_s": t, "others": others[:5]}
+                if stolen:
+                    sample["steal_pct"] = stolen
+                self.samples.append(sample)
 
     def start(self) -> ContentionMonitor:
         self._thread.start()
@@ -129,7 +143,7 @@ class ContentionMonitor:
     def busy_share(self, duration_s: float) -> float:
         """Share of the run's samples that saw another busy process."""
         n = max(1, int(duration_s / self.interval_s))
-        return min(1.0, len(self.samples) / n)
+        return min(1.0, sum(1 for s in self.samples if s["others"]) / n)
 
 
 def git_state() -> dict[str, Any]:

@@ -24,6 +24,29 @@ def read_cpu(core: int) -> list[int]:
     raise RuntimeError(f"/proc/stat has no {tag} line")
 
 
+def read_cpus() -> dict[str, list[int]]:
+    """Every cpuN line of /proc/stat (not the cpu total): jiffies per STAT_FIELDS."""
+    cpus = {}
+    for line in Path("/proc/stat").read_text().splitlines():
+        parts = line.split()
+        if parts and parts[0].startswith("cpu") and parts[0] != "cpu":
+            cpus[parts[0]] = [int(x) for x in parts[1 : 1 + len(STAT_FIELDS)]]
+    return cpus
+
+
+def steal_pct(a: list[int], b: list[int]) -> float:
+    """The share of the interval a..b the hypervisor gave this vCPU to others
+    (steal), in percent: time no program here could use, so a benchmark on a
+    VM reads it next to its numbers."""
+    d = [y - x for x, y in zip(a, b, strict=True)]
+    total = sum(d)
+    return 100.0 * d[7] / total if total > 0 else float("nan")
+
+
+def steal_by_cpu(a: dict[str, list[int]], b: dict[str, list[int]]) -> dict[str, float]:
+    return {c: round(steal_pct(a[c], b[c]), 1) for c in a if c in b}
+
+
 def cpu_busy_pct(a: list[int], b: list[int]) -> float:
     """(total - idle - iowait) / total over the interval a..b, in percent."""
     d = [y - x for x, y in zip(a, b, strict=True)]
@@ -88,6 +111,7 @@ def proc_delta(a: ProcSnap, b: ProcSnap) -> dict[str, Any]:
     return {
         "wall_s": round(wall, 4),
         "cpu_pct": round(cpu_busy_pct(a.cpu, b.cpu), 3),
+        "steal_pct": round(steal_pct(a.cpu, b.cpu), 1),
         "cpu_jiffies": dict(zip(STAT_FIELDS, jiffies, strict=True)),
         "nf_cpu_pct": round(100.0 * rt / (wall * 1e9), 3) if wall > 0 else float("nan"),
         "ctxsw": cs,

@@ -145,6 +145,9 @@ def section(
     )
     if load_b is not None:
         lines.append(f"| load average | {load_b} before, {load_a} after |")
+    if m.get("steal_pct"):
+        shown = ", ".join(f"{c} {v}%" for c, v in m["steal_pct"].items())
+        lines.append(f"| hypervisor steal | {shown} of the run |")
     if git.get("commit"):
         dirty = " (uncommitted changes)" if git.get("dirty") else ""
         lines.append(f"| commit | `{git['commit'][:12]}`{dirty} |")

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from squall.bench import machine, plots
+from squall.bench import machine, plots, procstat
 from squall.bench.experiment import Context, Experiment
 from squall.bench.paths import RESULTS_DIR
 
@@ -67,6 +67,7 @@ def run(
         shown = ", ".join(f"{o['comm']} {o['cpu_pct']}%" for o in facts["busy_others_before"])
         print(f"squall-bench: warning: other busy processes: {shown}", file=sys.stderr)
     started = time.time()
+    cpus_before = procstat.read_cpus()
     monitor = machine.ContentionMonitor().start()
     error: str | None = None
     interrupted = False
@@ -97,7 +98,15 @@ def run(
             ctx.cleanup()
     contention = monitor.stop()
     share = monitor.busy_share(time.time() - started)
-    if contention:
+    facts["steal_pct"] = procstat.steal_by_cpu(cpus_before, procstat.read_cpus())
+    stolen = {c: v for c, v in facts["steal_pct"].items() if v >= machine.STEAL_NOTE_PCT}
+    if stolen:
+        shown = ", ".join(f"{c} {v}%" for c, v in stolen.items())
+        ctx.note(
+            f"the hypervisor took {shown} of the run's time (steal, /proc/stat): "
+            "numbers may be disturbed; contention lists the 5 s checks that saw it"
+        )
+    if any(s["others"] for s in contention):
         ctx.note(
             f"another process used more than 20% of a CPU in {share:.0%} of the 5 s checks "
             "during the run (see contention): numbers may be disturbed"
