@@ -339,6 +339,12 @@ return_pkts(struct sq_nf *nf, struct rte_mbuf **pkts, unsigned int n)
 		rte_pause();
 	}
 	nf->ctl->tx_pkts += sent;
+	/* After the enqueue, and a locked instruction (a full fence): the
+	 * manager clears our bit before it drains, so either it sees these
+	 * packets now or our bit again next round. */
+	if (likely(sent > 0))
+		atomic_fetch_or_explicit(&sq_region_tx_ready(nf->hdr)[nf->ctl->id / 64],
+					 1ull << (nf->ctl->id % 64), memory_order_seq_cst);
 }
 
 /* One burst: dequeue, handle, return. @return packets handled. */

@@ -800,6 +800,7 @@ enum {
 	SVC_POOL_FALLBACK,
 	SVC_POOL_QUEUE,
 	SVC_POOL_ORDER,
+	SVC_POOL_BACKLOG,
 	SVC_N_KEYS
 };
 static const char *const svc_keys[SVC_N_KEYS] = {
@@ -819,6 +820,7 @@ static const char *const svc_keys[SVC_N_KEYS] = {
 	"pool_fallback",
 	"pool_queue_pkts",
 	"pool_order",
+	"pool_backlog_max",
 };
 
 static int
@@ -881,6 +883,9 @@ parse_service(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_c
 	if (ret == 0)
 		ret = get_word(c, v[SVC_POOL_ORDER], b, "pool_order", pool_order_words,
 			       RTE_DIM(pool_order_words), &svc->pool_order);
+	if (ret == 0)
+		ret = get_u32(c, v[SVC_POOL_BACKLOG], b, "pool_backlog_max", 0, 1000000,
+			      &svc->pool_backlog_max);
 	svc->spin_ns = (uint64_t)spin_us * 1000;
 	return ret;
 }

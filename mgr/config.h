@@ -60,12 +60,13 @@ struct sq_cfg_service {
 	uint32_t batch_budget_pkts; /* default 256 */
 	uint64_t spin_ns;           /* default 20000 */
 	struct sq_cfg_wake wake;
-	uint32_t pool_idle;       /* per-flow: idle NFs to keep ready; default: all instances */
-	uint32_t pool_fallback;   /* enum sq_pool_fallback; default drop */
-	uint32_t pool_queue_pkts; /* fallback queue: new flows' packets that may wait */
-	uint32_t pool_order;      /* enum sq_pool_order; default fifo */
-	uint32_t priority;        /* SCHED_RR priority 1..99; 0 = the normal scheduler */
-	int32_t nice;             /* for the normal scheduler, -20..19 */
+	uint32_t pool_idle;        /* per-flow: idle NFs to keep ready; default: all instances */
+	uint32_t pool_fallback;    /* enum sq_pool_fallback; default drop */
+	uint32_t pool_queue_pkts;  /* fallback queue: new flows' packets that may wait */
+	uint32_t pool_order;       /* enum sq_pool_order; default fifo */
+	uint32_t pool_backlog_max; /* new flows wait while more NFs wait to run; 0: no limit */
+	uint32_t priority;         /* SCHED_RR priority 1..99; 0 = the normal scheduler */
+	int32_t nice;              /* for the normal scheduler, -20..19 */
 	int line;
 };
 

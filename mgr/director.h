@@ -27,6 +27,7 @@ struct pool_stats {
 	bool pooled;
 	uint32_t size, started, idle;
 	uint64_t assigned, empty;
+	uint64_t backlogged;           /* of empty: the NF core's backlog held the flow back */
 	uint32_t waiting;              /* packets in the fallback queue now */
 	uint64_t waited, wait_dropped; /* ever queued; dropped: the queue was full */
 };

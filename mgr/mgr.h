@@ -209,6 +209,8 @@ struct mgr {
 	 * O(all NFs); other roles hand newly busy NFs over through activations. */
 	uint32_t *active;
 	uint32_t n_active;
+	uint64_t *tx_ready_seen; /* this round's copy of the region's tx-ready bitmap */
+	size_t n_tx_ready_words;
 	struct rte_ring *activations;
 	struct director *dir; /* flow table and idle pools */
 	_Atomic uint64_t tx_rounds;

@@ -138,7 +138,7 @@ out_unlink:
 }
 
 static void
-fill_header(struct mgr *mgr, size_t len, uint32_t max_nfs, size_t table_off)
+fill_header(struct mgr *mgr, size_t len, uint32_t max_nfs, size_t table_off, size_t ready_off)
 {
 	struct sq_region_hdr *hdr = mgr->region;
 
@@ -147,6 +147,7 @@ fill_header(struct mgr *mgr, size_t len, uint32_t max_nfs, size_t table_off)
 	hdr->base_addr = SQ_REGION_BASE_ADDR;
 	hdr->len_bytes = len;
 	hdr->nf_table_off = table_off;
+	hdr->tx_ready_off = ready_off;
 	hdr->max_nfs = max_nfs;
 	hdr->nf_ctl_size = sizeof(struct sq_nf_ctl);
 	hdr->mbuf_priv_size = SQ_PKT_META_SIZE;
@@ -217,7 +218,7 @@ mgr_region_create(struct mgr *mgr, const char *want_dir)
 {
 	size_t len = (size_t)mgr->cfg->region_mb << 20;
 	uint32_t max_nfs = count_nfs(mgr->cfg);
-	size_t page_bytes, table_off, heap_off;
+	size_t page_bytes, table_off, ready_off, heap_off;
 	char dir[SQ_CFG_PATH_LEN];
 	int ret;
 
@@ -229,8 +230,10 @@ mgr_region_create(struct mgr *mgr, const char *want_dir)
 			dir, page_bytes);
 	len = RTE_ALIGN_CEIL(len, page_bytes);
 	table_off = RTE_ALIGN_CEIL(sizeof(struct sq_region_hdr), RTE_CACHE_LINE_SIZE);
-	heap_off =
-		RTE_ALIGN_CEIL(table_off + (size_t)max_nfs * sizeof(struct sq_nf_ctl), page_bytes);
+	ready_off = RTE_ALIGN_CEIL(table_off + (size_t)max_nfs * sizeof(struct sq_nf_ctl),
+				   RTE_CACHE_LINE_SIZE);
+	heap_off = RTE_ALIGN_CEIL(ready_off + sq_tx_ready_words(max_nfs) * sizeof(uint64_t),
+				  page_bytes);
 	if (heap_off + (16u << 20) > len) {
 		MGR_LOG(ERR, "region of %u MiB is too small for %u NFs\n", mgr->cfg->region_mb,
 			max_nfs);
@@ -239,7 +242,7 @@ mgr_region_create(struct mgr *mgr, const char *want_dir)
 	ret = map_file(mgr, dir, len);
 	if (ret < 0)
 		return ret;
-	fill_header(mgr, len, max_nfs, table_off);
+	fill_header(mgr, len, max_nfs, table_off, ready_off);
 	ret = create_heap(mgr, heap_off, len, page_bytes);
 	if (ret < 0)
 		goto out_unmap;

@@ -289,6 +289,7 @@ mgr_stats_visit_pools(const struct mgr *mgr, struct stats_sink *s)
 		s->u64(s, "idle", ps.idle);
 		s->u64(s, "assigned", ps.assigned);
 		s->u64(s, "empty", ps.empty);
+		s->u64(s, "backlogged", ps.backlogged);
 		s->u64(s, "waiting", ps.waiting);
 		s->u64(s, "waited", ps.waited);
 		s->u64(s, "wait_dropped", ps.wait_dropped);

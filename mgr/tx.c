@@ -87,10 +87,12 @@ mgr_tx_init(struct mgr *mgr)
 	uint32_t n = mgr->n_nfs ? mgr->n_nfs : 1;
 
 	mgr->active = calloc(n, sizeof(*mgr->active));
+	mgr->n_tx_ready_words = sq_tx_ready_words(n);
+	mgr->tx_ready_seen = calloc(mgr->n_tx_ready_words, sizeof(*mgr->tx_ready_seen));
 	/* Each NF is in it at most once (the active flag), so it never fills. */
 	mgr->activations = rte_ring_create("sq_activations", rte_align32pow2(n + 1),
 					   rte_socket_id(), RING_F_SC_DEQ);
-	if (mgr->active == NULL || mgr->activations == NULL) {
+	if (mgr->active == NULL || mgr->activations == NULL || mgr->tx_ready_seen == NULL) {
 		mgr_tx_free(mgr);
 		return -ENOMEM;
 	}
@@ -102,6 +104,8 @@ mgr_tx_free(struct mgr *mgr)
 {
 	free(mgr->active);
 	mgr->active = NULL;
+	free(mgr->tx_ready_seen);
+	mgr->tx_ready_seen = NULL;
 	rte_ring_free(mgr->activations);
 	mgr->activations = NULL;
 }
@@ -143,6 +147,32 @@ try_deactivate(struct mgr *mgr, struct mgr_nf *nf)
 		return true;
 	/* Busy again: keep it, unless the other role already re-queued it. */
 	return !atomic_compare_exchange_strong(&nf->active, &expected, true);
+}
+
+/* A copy of the tx-ready bitmap for this round: a few words, read once. */
+static void
+read_tx_ready(struct mgr *mgr)
+{
+	_Atomic uint64_t *ready = sq_region_tx_ready(mgr->region);
+
+	for (size_t w = 0; w < mgr->n_tx_ready_words; w++)
+		mgr->tx_ready_seen[w] = atomic_load_explicit(&ready[w], memory_order_relaxed);
+}
+
+/* Had the NF put packets on its tx ring? Then clear its bit before the drain
+ * (see return_pkts in lib/nf.c for the NF's side). Only NFs on the active
+ * list clear theirs: a bit set by an NF whose activation the tx role has not
+ * taken yet stays for the round that has it. */
+static bool
+take_tx_ready(struct mgr *mgr, uint32_t id)
+{
+	uint64_t bit = 1ull << (id % 64);
+
+	if ((mgr->tx_ready_seen[id / 64] & bit) == 0)
+		return false;
+	atomic_fetch_and_explicit(&sq_region_tx_ready(mgr->region)[id / 64], ~bit,
+				  memory_order_seq_cst);
+	return true;
 }
 
 static void
@@ -189,15 +219,28 @@ reset_latency(struct mgr *mgr)
 unsigned int
 mgr_tx_poll(struct mgr *mgr)
 {
-	unsigned int moved = 0;
+	unsigned int moved = 0, n;
 
 	if (unlikely(atomic_load_explicit(&mgr->lat_reset, memory_order_relaxed)))
 		reset_latency(mgr);
 	take_activations(mgr);
+	read_tx_ready(mgr);
 	for (uint32_t i = 0; i < mgr->n_active;) {
-		struct mgr_nf *nf = &mgr->nfs[mgr->active[i]];
+		struct mgr_nf *nf;
 
-		moved += mgr_tx_drain_nf(mgr, nf);
+		/* Most NFs that hold packets have not run since the last round
+		 * (they wait for the NF core): skip them without touching their
+		 * rings or their mgr_nf, which are other cache lines each. */
+		if (!take_tx_ready(mgr, mgr->active[i])) {
+			i++;
+			continue;
+		}
+		nf = &mgr->nfs[mgr->active[i]];
+		n = mgr_tx_drain_nf(mgr, nf);
+		moved += n;
+		if (n == SQ_NF_BURST_MAX) /* a round takes a burst: more may wait */
+			atomic_fetch_or_explicit(&sq_region_tx_ready(mgr->region)[nf->id / 64],
+						 1ull << (nf->id % 64), memory_order_relaxed);
 		if (try_deactivate(mgr, nf))
 			mgr->active[i] = mgr->active[--mgr->n_active];
 		else

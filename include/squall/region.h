@@ -19,7 +19,7 @@
 
 #define SQ_REGION_MAGIC     0x4c4c415551535153ULL /* "SQSQUALL" */
 /** Bump on any change to this file or to struct sq_pkt_meta. */
-#define SQ_ABI_VERSION      3u
+#define SQ_ABI_VERSION      4u
 /** Fixed address, far from the heap, stack and DPDK's own mappings. */
 #define SQ_REGION_BASE_ADDR 0x3f0000000000ULL
 
@@ -121,6 +121,10 @@ struct sq_region_hdr {
 	uint64_t base_addr; /* where every process must map it */
 	uint64_t len_bytes;
 	uint64_t nf_table_off;
+	/* A bit per NF (by id), set by the NF after it put packets on its tx
+	 * ring, cleared by the manager before it drains them: the manager reads
+	 * a few words a round instead of a ring of every NF that holds packets. */
+	uint64_t tx_ready_off;
 	uint32_t max_nfs;
 	uint32_t nf_ctl_size;
 	uint32_t mbuf_priv_size;
@@ -151,6 +155,19 @@ sq_region_nf_ctl(struct sq_region_hdr *hdr, uint32_t id)
 {
 	return (struct sq_nf_ctl *)((uintptr_t)hdr + hdr->nf_table_off +
 				    (uint64_t)id * hdr->nf_ctl_size);
+}
+
+/* Words of the tx-ready bitmap for n NFs. */
+static inline size_t
+sq_tx_ready_words(uint32_t n)
+{
+	return ((size_t)n + 63) / 64;
+}
+
+static inline _Atomic uint64_t *
+sq_region_tx_ready(struct sq_region_hdr *hdr)
+{
+	return (_Atomic uint64_t *)((uintptr_t)hdr + hdr->tx_ready_off);
 }
 
 static inline void *

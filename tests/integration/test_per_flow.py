@@ -267,3 +267,30 @@ def test_pool_order_fifo_takes_turns_lifo_reuses_the_warm_nf(mgr: Manager, order
         assert len(used) <= 2, f"lifo: the NF just back from its flow again, not {len(used)}"
     assert sum(nf["rx_pkts"] for nf in used) == sent
     mgr.finish()
+
+
+def test_new_flows_wait_while_the_nf_core_is_backlogged(mgr: Manager) -> None:
+    # pool_backlog_max 1: while one woken NF waits to run, a new flow gets no
+    # NF. The NFs are stopped, so the first flow's NF stays woken.
+    mgr.start(gen_per_flow_config(mgr, instances=4, pool_backlog_max=1))
+    pids = [nf["pid"] for nf in mgr.nfs().values()]
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        mgr.query("/squall/gen_rate,1000")
+        sent = mgr.gen_send(8)  # two connections or more, one after the other
+        mgr.wait_for(lambda: mgr.stats()["rx_pkts"] == sent, 10, f"{sent} packets in")
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+    mgr.wait_accounted(sent)
+    pool = mgr.query("/squall/pools")["s"]
+    assert mgr.query("/squall/flows")["flows_created"] == 1
+    # Every later connection found the core backlogged: its SYN dropped as
+    # pool_empty (counted as backlogged), its other packets as strays.
+    assert pool["backlogged"] == pool["empty"] >= 1, pool
+    drops = mgr.stats()["drops"]
+    assert drops["pool_empty"] == pool["backlogged"], (drops, pool)
+    assert drops["stray"] == sent - 4 - drops["pool_empty"], (drops, sent)
+    wait_flows_gone(mgr, 1)
+    mgr.finish()

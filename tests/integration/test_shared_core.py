@@ -86,13 +86,13 @@ RATE_PPS = 600_000
 SENT_AT_LEAST = 600_000
 
 
-def gen_chain_config(mgr: Manager, hops: str, rate_pps: int) -> dict:
+def gen_chain_config(mgr: Manager, hops: str, rate_pps: int, **svc: object) -> dict:
     cfg = mgr.config(
         ports=[
             {"name": "gen", "devargs": "net_null0,no-rx=1"},
             {"name": "out", "devargs": "net_null1,no-rx=1"},
         ],
-        services=[{"name": h, "exec": "squall-nf-fwd"} for h in hops],
+        services=[{"name": h, "exec": "squall-nf-fwd", **svc} for h in hops],
         chains=[{"name": "c", "services": list(hops)}],
         rules=[{"in_port": "gen", "chain": "c", "out_port": "out"}],
         nf_core=NF_CORE,
@@ -106,7 +106,9 @@ def test_lone_nf_never_yields_its_core(mgr: Manager) -> None:
     NF spins between packets. Alone on its core it must not yield: that would
     hand the core to other programs for a slice, and an awake NF is not woken
     back (TCP through one NF fell by half when it did)."""
-    mgr.start(gen_chain_config(mgr, "a", 100_000))
+    # 4096 slots: 40 ms of packets, so a stall of this VM (the hypervisor
+    # took 15% of each vCPU during test runs) loses none.
+    mgr.start(gen_chain_config(mgr, "a", 100_000, ring_slots=4096))
     sent = mgr.gen_send(100_000)
     mgr.wait_accounted(sent)
     nf = next(iter(mgr.nfs().values()))
@@ -118,17 +120,20 @@ def test_lone_nf_never_yields_its_core(mgr: Manager) -> None:
 def test_chain_on_one_core_keeps_up_with_a_steady_rate(mgr: Manager) -> None:
     """Two sleeping NFs of one chain on one core, under a steady 600 kpps
     that arrives a packet or two per round. Each NF catches the next packet
-    in its spin, so it never sleeps; unless it yields while spinning, it keeps
-    the core for a scheduler slice (ms) while the other's ring overflows (it
-    lost ~70% here before the spin yielded). The core can carry ~3 Mpps."""
+    in its spin, so it never sleeps; unless it yields while spinning, the
+    first hop keeps the core for a scheduler slice (ms) while the second
+    hop's ring overflows. The core can carry ~3 Mpps."""
     mgr.start(gen_chain_config(mgr, "ab", RATE_PPS))
     sent = mgr.gen_send(SENT_AT_LEAST)
     mgr.wait_accounted(sent)
     st = mgr.stats()
     nfs = mgr.nfs()
-    # Scheduler noise (a test process on the NF core) may cost a ring's worth
-    # now and then; the starved-hop failure loses most of the traffic.
     assert st["drop_pkts"] == st["drops"]["nf_ring_full"], st["drops"]
-    assert st["tx_pkts"] >= 0.9 * sent, (st, nfs)
+    # The starved hop's signature is drops mid-chain, at b's ring: 4-11% of
+    # the packets with the spin's yield taken out. A stall of the whole core
+    # (the hypervisor took 15% of it during test runs here) drops at the
+    # chain's entry instead, up to 25%, so the total is bounded loosely.
+    assert nfs["b#0"]["ring_full_drops"] <= 0.005 * sent, (st, nfs)
+    assert st["tx_pkts"] >= 0.5 * sent, (st, nfs)
     assert sum(nf["spin_yields"] for nf in nfs.values()) > 0, nfs
     mgr.finish()

@@ -149,7 +149,7 @@ test_defaults(void)
 	CHECK(cfg.services[0].priority == 0 && cfg.services[0].nice == 0);
 	CHECK(cfg.services[0].pool_fallback == SQ_FALLBACK_DROP);
 	CHECK(cfg.services[0].pool_queue_pkts == 1024);
-	CHECK(cfg.services[0].pool_order == SQ_POOL_FIFO);
+	CHECK(cfg.services[0].pool_order == SQ_POOL_FIFO && cfg.services[0].pool_backlog_max == 0);
 	CHECK(cfg.n_gens == 0 && cfg.chain_priority == 0);
 	CHECK(cfg.core_wakes_per_s == 50000);
 
@@ -179,7 +179,7 @@ test_wake_and_generator(void)
 	CHECK(svc->wake.timeout_ns == 250000);
 	CHECK(svc->priority == 5 && svc->nice == -3);
 	CHECK(svc->pool_fallback == SQ_FALLBACK_QUEUE && svc->pool_queue_pkts == 77);
-	CHECK(svc->pool_order == SQ_POOL_LIFO);
+	CHECK(svc->pool_order == SQ_POOL_LIFO && svc->pool_backlog_max == 64);
 	CHECK(cfg.rules[0].assign == SQ_ASSIGN_SPRAY);
 	CHECK(cfg.n_gens == 1);
 	CHECK(cfg.gens[0].port == 0 && cfg.gens[0].rate_pps == 1000);
