@@ -690,8 +690,13 @@ end_closed_flows(struct mgr *mgr, struct director *d, uint64_t now, uint64_t tx_
 				break;
 			f->state = FLOW_DRAIN;
 		}
-		if (f->state == FLOW_DRAIN && !try_remove(mgr, d, f, tx_round))
-			d->draining[d->n_draining++] = idx; /* both lists hold at most max_flows */
+		if (f->state == FLOW_DRAIN && !try_remove(mgr, d, f, tx_round)) {
+			/* (Full only with stale entries of reused slots: wait in
+			 * order then, as before the list existed.) */
+			if (d->n_draining == d->closing_cap)
+				break;
+			d->draining[d->n_draining++] = idx;
+		}
 		d->closing_head = (d->closing_head + 1) % d->closing_cap;
 		d->closing_count--;
 	}
