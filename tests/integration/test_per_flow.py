@@ -226,14 +226,15 @@ def gen_per_flow_config(mgr: Manager, instances: int, **svc: Any) -> dict[str, A
 
 
 def test_a_stuck_nf_does_not_hold_back_the_other_flows_ends(mgr: Manager) -> None:
-    # One NF of six stops (SIGSTOP) while 100 connections come one after the
-    # other: the flow it gets cannot end, but the others must, and their NFs
-    # must come back, so the pool never runs dry.
-    mgr.start(gen_per_flow_config(mgr, instances=6))
+    # One NF of twelve stops (SIGSTOP) while 100 connections come one after
+    # the other: the flow it gets cannot end, but the others must, and their
+    # NFs must come back, so the pool never runs dry. (Each NF has 22 ms to
+    # come back; with the fault, the pool is dry 11 flows after the stuck one.)
+    mgr.start(gen_per_flow_config(mgr, instances=12))
     stuck = next(iter(mgr.nfs().values()))["pid"]
     os.kill(stuck, signal.SIGSTOP)
     try:
-        mgr.query("/squall/gen_rate,4000")
+        mgr.query("/squall/gen_rate,2000")
         sent = mgr.gen_send(400)
         created = mgr.query("/squall/flows")["flows_created"]
         assert created >= 100, mgr.stats()["drops"]  # pool_empty: NFs not back
