@@ -107,6 +107,7 @@ struct director {
 	struct lat_hist setup; /* TSC from a flow's first packet in the director to its NF */
 	uint32_t scan_pos;
 	uint32_t n_waiting; /* packets in all the fallback queues */
+	bool redoing_wait;  /* drain_waiting is steering a packet that waited */
 	uint64_t next_poll_tsc;
 	uint64_t linger_tsc, idle_tsc, period_tsc;
 	struct director_stats st;
@@ -464,17 +465,21 @@ track_tcp(struct director *d, struct flow *f, uint8_t flags, bool from_lo, uint6
 }
 
 /* pool_fallback: queue. The new flow's packet waits for an NF of @p service
- * to come back to the pool. @return false if it cannot (drop it). */
+ * to come back to the pool; a @p follower waits behind its flow's SYN
+ * (wait_behind_syn). New flows may fill only three quarters of the queue:
+ * the rest is kept for followers, so that a SYN let in does not see its
+ * later packets turned away (its flow would get an NF and never end but
+ * by the idle timeout). @return false if it cannot wait (drop it). */
 static bool
 wait_for_nf(struct mgr *mgr, struct director *d, uint16_t service, const struct sq_cfg_rule *rule,
-	    struct rte_mbuf *pkt)
+	    struct rte_mbuf *pkt, bool follower)
 {
 	struct waitq *q = &d->pools[service].wait;
 
 	if (mgr->cfg->services[service].pool_fallback != SQ_FALLBACK_QUEUE)
 		return false;
-	if (q->count == q->cap) {
-		q->dropped++;
+	if (q->count >= (follower ? q->cap : q->cap - q->cap / 4)) {
+		q->dropped += !follower; /* a follower turned away is a stray */
 		return false;
 	}
 	q->pkts[(q->head + q->count) % q->cap] = pkt;
@@ -483,6 +488,28 @@ wait_for_nf(struct mgr *mgr, struct director *d, uint16_t service, const struct 
 	q->queued++;
 	d->n_waiting++;
 	return true;
+}
+
+/* A TCP packet that is not a SYN and has no flow: a stray, unless its
+ * flow's SYN waits in a fallback queue for an NF. Then it must wait behind
+ * it, in order, or the flow would get its NF and never see its other
+ * packets (a sender that does not wait for the SYN-ACK, as the generator's
+ * connections do). Rather than look for its SYN, it waits in the first
+ * queue of its chain that holds packets; if its SYN was not there, it is a
+ * stray when its turn comes (it does not wait twice). @return true if it
+ * waits. */
+static bool
+wait_behind_syn(struct mgr *mgr, struct director *d, const struct sq_cfg_rule *rule,
+		struct rte_mbuf *pkt)
+{
+	const struct sq_cfg_chain *chain = &mgr->cfg->chains[rule->chain];
+
+	if (d->n_waiting == 0 || d->redoing_wait)
+		return false;
+	for (uint16_t h = 0; h < chain->n_hops; h++)
+		if (d->pools[chain->services[h]].wait.count > 0)
+			return wait_for_nf(mgr, d, chain->services[h], rule, pkt, true);
+	return false;
 }
 
 /* Waiting packets go on, oldest first, while their service has idle NFs;
@@ -502,7 +529,9 @@ drain_waiting(struct mgr *mgr, struct director *d)
 			p->wait.head = (p->wait.head + 1) % p->wait.cap;
 			p->wait.count--;
 			d->n_waiting--;
+			d->redoing_wait = true;
 			mgr_director_steer(mgr, &mgr->rx, &mgr->cfg->rules[r], pkt);
+			d->redoing_wait = false;
 		}
 	}
 }
@@ -550,12 +579,14 @@ mgr_director_steer(struct mgr *mgr, struct role_ctx *role, const struct sq_cfg_r
 		bool syn = (flags & (RTE_TCP_SYN_FLAG | RTE_TCP_ACK_FLAG)) == RTE_TCP_SYN_FLAG;
 
 		if (k.proto == IPPROTO_TCP && !syn) {
-			mgr_drop(&role->stats, SQ_DROP_STRAY, pkt);
+			if (!wait_behind_syn(mgr, d, rule, pkt))
+				mgr_drop(&role->stats, SQ_DROP_STRAY, pkt);
 			return NULL;
 		}
 		f = new_flow(mgr, d, &k, rule, hash, k.proto == IPPROTO_TCP, &cause, &empty);
 		if (f == NULL) {
-			if (cause != SQ_DROP_POOL_EMPTY || !wait_for_nf(mgr, d, empty, rule, pkt))
+			if (cause != SQ_DROP_POOL_EMPTY ||
+			    !wait_for_nf(mgr, d, empty, rule, pkt, false))
 				mgr_drop(&role->stats, cause, pkt);
 			return NULL;
 		}

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -207,6 +209,19 @@ def test_killed_per_flow_nf_loses_only_its_flow(mgr: Manager) -> None:
     mgr.finish(live_mbufs=False)  # the generator keeps packets moving until the stop
 
 
+@contextmanager
+def nfs_stopped(mgr: Manager) -> Iterator[None]:
+    """Every NF SIGSTOPped for the block: what it is woken for waits."""
+    pids = [nf["pid"] for nf in mgr.nfs().values()]
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+
+
 def gen_per_flow_config(mgr: Manager, instances: int, **svc: Any) -> dict[str, Any]:
     """The generator's short TCP connections, one open at a time, into a
     per-flow service; nothing lingers, so a flow ends once its NF is done."""
@@ -274,16 +289,10 @@ def test_new_flows_wait_while_the_nf_core_is_backlogged(mgr: Manager) -> None:
     # pool_backlog_max 1: while one woken NF waits to run, a new flow gets no
     # NF. The NFs are stopped, so the first flow's NF stays woken.
     mgr.start(gen_per_flow_config(mgr, instances=4, pool_backlog_max=1))
-    pids = [nf["pid"] for nf in mgr.nfs().values()]
-    for pid in pids:
-        os.kill(pid, signal.SIGSTOP)
-    try:
+    with nfs_stopped(mgr):
         mgr.query("/squall/gen_rate,1000")
         sent = mgr.gen_send(8)  # two connections or more, one after the other
         mgr.wait_for(lambda: mgr.stats()["rx_pkts"] == sent, 10, f"{sent} packets in")
-    finally:
-        for pid in pids:
-            os.kill(pid, signal.SIGCONT)
     mgr.wait_accounted(sent)
     pool = mgr.query("/squall/pools")["s"]
     assert mgr.query("/squall/flows")["flows_created"] == 1
@@ -294,4 +303,54 @@ def test_new_flows_wait_while_the_nf_core_is_backlogged(mgr: Manager) -> None:
     assert drops["pool_empty"] == pool["backlogged"], (drops, pool)
     assert drops["stray"] == sent - 4 - drops["pool_empty"], (drops, sent)
     wait_flows_gone(mgr, 1)
+    mgr.finish()
+
+
+def test_a_waiting_syns_later_packets_wait_behind_it(mgr: Manager) -> None:
+    # pool_fallback queue with pool_backlog_max 1, the NFs stopped: the first
+    # connection's NF stays woken, so the next connections' SYNs wait in the
+    # manager. The generator does not wait for a SYN-ACK: each connection's
+    # data and FINs come right behind its SYN, and must wait behind it, not be
+    # dropped as strays (which would also leave the flow open, its NF taken,
+    # until the idle timeout).
+    mgr.start(gen_per_flow_config(mgr, instances=4, pool_backlog_max=1, pool_fallback="queue"))
+    with nfs_stopped(mgr):
+        mgr.query("/squall/gen_rate,500")
+        sent = mgr.gen_send(12)  # three connections or more, one after the other
+        mgr.wait_for(lambda: mgr.stats()["rx_pkts"] == sent, 10, f"{sent} packets in")
+        waiting = mgr.query("/squall/pools")["s"]["waiting"]
+    assert waiting >= 4 + 1, "a connection's SYN waited, and a packet behind it"
+    mgr.wait_accounted(sent)
+    st, pool = mgr.stats(), mgr.query("/squall/pools")["s"]
+    assert st["drop_pkts"] == 0, st["drops"]
+    assert mgr.ports()["out"]["tx_pkts"] == sent
+    assert pool["wait_dropped"] == 0 and pool["waiting"] == 0, pool
+    # Every connection got its NF; each whole one closed (the pause may cut
+    # the last one short: that one ends idle).
+    flows = wait_flows_gone(mgr, (sent + 3) // 4)
+    assert flows["flows_closed"] == sent // 4, flows
+    mgr.finish()
+
+
+def test_new_flows_leave_room_in_the_queue_for_the_packets_behind_them(mgr: Manager) -> None:
+    # As above, with a queue of 10 packets: new flows may fill 3/4 of it, so
+    # connection 2 (packets 1-4) and 3 (5-8) wait whole; connection 4's SYN
+    # finds 8 waiting and is dropped. Were it let in, its last packet would
+    # find the queue full: the flow would get an NF, miss its FIN and hold
+    # the NF until the idle timeout.
+    cfg = gen_per_flow_config(
+        mgr, instances=4, pool_backlog_max=1, pool_fallback="queue", pool_queue_pkts=10
+    )
+    mgr.start(cfg)
+    with nfs_stopped(mgr):
+        mgr.query("/squall/gen_rate,500")
+        sent = mgr.gen_send(24)  # six connections or more
+        mgr.wait_for(lambda: mgr.stats()["rx_pkts"] == sent, 10, f"{sent} packets in")
+    mgr.wait_accounted(sent)
+    flows = wait_flows_gone(mgr, 3)
+    assert flows["flows_created"] == 3 and flows["flows_closed"] == 3, flows
+    assert flows["flows_idle_expired"] == 0, flows
+    pool, drops = mgr.query("/squall/pools")["s"], mgr.stats()["drops"]
+    assert drops["pool_empty"] == pool["wait_dropped"] == (sent + 3) // 4 - 3, (drops, pool)
+    assert drops["stray"] == sent - 12 - drops["pool_empty"], drops
     mgr.finish()
