@@ -129,7 +129,7 @@ def run(ctx: Context) -> None:
     ctx.note(
         "Squall's figure runs from the packet's rx (its enqueue is in the same manager round) "
         "to the NF's handler starting: the wake decision, FUTEX_WAKE, the scheduler and the "
-        "dequeue. Histogram buckets are upper edges (within 19%)."
+        "dequeue. Histogram buckets are upper edges (within 6.25%)."
     )
 
 
