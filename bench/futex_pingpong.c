@@ -26,6 +26,8 @@
 
 #include <x86intrin.h>
 
+#include "bench_util.h"
+
 enum { ASLEEP = 1, DONE = 2 };
 
 struct shared {
@@ -35,16 +37,6 @@ struct shared {
 	_Atomic uint64_t t_wake;
 	uint64_t deltas[];
 };
-
-static void
-pin(int core)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(core, &set);
-	sched_setaffinity(0, sizeof(set), &set);
-}
 
 static double
 tsc_per_ns(void)

@@ -25,29 +25,12 @@
 #include <rte_pause.h>
 #include <rte_ring.h>
 
+#include "bench_util.h"
+
 #define IN_FLIGHT   2048 /* pointers circulating, as mbufs would */
 #define OBJ_BYTES   256
 #define VERDICT_OFF 136 /* where struct sq_pkt_meta's verdict sits in an mbuf */
 #define OWNER_OFF   128
-
-static void
-pin(int core)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(core, &set);
-	sched_setaffinity(0, sizeof(set), &set);
-}
-
-static double
-now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void
 noop_nf(struct rte_ring *rx, struct rte_ring *tx, unsigned int burst, _Atomic int *stop, bool touch)
