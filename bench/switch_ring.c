@@ -12,8 +12,10 @@
  *
  * Each task writes one byte to each of PAGES private 4 KB pages per hop
  * (default 4: an NF touches its stack, its state and a few code pages).
- * Prints one JSON line: {"mode": .., "n": N, "hops": H, "ns_per_hop": ..}
+ * Prints one JSON line: {"mode": .., "n": N, "hops": H, "ns_per_hop": ..}.
+ * Bad arguments: a usage message and exit status 2.
  */
+#include <errno.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
@@ -94,6 +96,17 @@ task(uint32_t i)
 	futex_wake(&ring->w[next].go);
 }
 
+/* A decimal integer in [lo, hi], nothing after it. */
+static bool
+parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtoull(s, &end, 10);
+	return errno == 0 && end != s && *end == '\0' && *s != '-' && *out >= lo && *out <= hi;
+}
+
 static void *
 thread_main(void *arg)
 {
@@ -106,21 +119,21 @@ main(int argc, char **argv)
 {
 	pthread_t *threads = NULL;
 	pid_t *pids = NULL;
+	uint64_t n, hops, core, pages;
 	bool procs;
 	double t0;
-	uint32_t n;
 	size_t size;
-	int core;
 
 	if (argc < 5 || (strcmp(argv[1], "proc") != 0 && strcmp(argv[1], "thread") != 0)) {
 		fprintf(stderr, "usage: %s proc|thread N HOPS CORE [PAGES]\n", argv[0]);
 		return 2;
 	}
 	procs = strcmp(argv[1], "proc") == 0;
-	n = (uint32_t)strtoul(argv[2], NULL, 10);
-	core = atoi(argv[4]);
-	if (n < 2 || n > 100000) {
-		fprintf(stderr, "N must be 2..100000\n");
+	if (!parse_u64(argv[2], 2, 100000, &n) || !parse_u64(argv[3], 1, UINT64_MAX / 2, &hops) ||
+	    !parse_u64(argv[4], 0, CPU_SETSIZE - 1, &core) ||
+	    !parse_u64(argc > 5 ? argv[5] : "4", 0, 4096, &pages)) {
+		fprintf(stderr,
+			"N must be 2..100000, HOPS >= 1, CORE a CPU number, PAGES 0..4096\n");
 		return 2;
 	}
 	size = sizeof(*ring) + n * sizeof(struct word);
@@ -129,14 +142,18 @@ main(int argc, char **argv)
 		perror("mmap");
 		return 1;
 	}
-	ring->n = n;
-	ring->hops = strtoull(argv[3], NULL, 10);
-	ring->pages = argc > 5 ? (uint32_t)atoi(argv[5]) : 4;
-	pin(core);
+	ring->n = (uint32_t)n;
+	ring->hops = hops;
+	ring->pages = (uint32_t)pages;
+	pin((int)core);
 	if (procs)
 		pids = calloc(n, sizeof(*pids));
 	else
 		threads = calloc(n, sizeof(*threads));
+	if (pids == NULL && threads == NULL) {
+		perror("calloc");
+		return 1;
+	}
 	for (uint32_t i = 0; i < n; i++) {
 		if (procs) {
 			pids[i] = fork();
@@ -150,7 +167,7 @@ main(int argc, char **argv)
 			}
 		} else if (pthread_create(&threads[i], NULL, thread_main, (void *)(uintptr_t)i) !=
 			   0) {
-			fprintf(stderr, "pthread_create failed at %u\n", i);
+			fprintf(stderr, "pthread_create failed at task %u\n", i);
 			return 1;
 		}
 	}
@@ -166,7 +183,7 @@ main(int argc, char **argv)
 	}
 	printf("{\"mode\": \"%s\", \"n\": %u, \"pages\": %u, \"hops\": %llu, \"ns_per_hop\": "
 	       "%.1f}\n",
-	       argv[1], n, ring->pages, (unsigned long long)ring->hops,
+	       argv[1], ring->n, ring->pages, (unsigned long long)ring->hops,
 	       (ring->end_s - t0) * 1e9 / (double)ring->hops);
 	return 0;
 }

@@ -19,23 +19,16 @@ def make_cfg(ctx: Context, pool: int, k: int, conns: int, variant: str) -> dict[
     N; "q" pool_fallback queue (16,384 packets); "rr" the NFs under SCHED_RR
     priority 1 (a woken NF does not preempt the running one)."""
     order, *opts = variant.split("+")
-    svc = config.Service("nf", "squall-nf-noop", instances=pool, ring_slots=64, spin_us=0)
-    cfg = config.manager_config(
+    cfg = config.per_flow_noop(
         ctx.manager_name(),
-        ports=[config.GEN_PORT, config.OUT_PORT],
-        services=[svc],
-        chains=[{"name": "c", "services": ["nf"]}],
-        rules=[{"in_port": "in", "chain": "c", "out_port": "out", "assign": "per-flow"}],
-        gen=config.generator([64], flows=conns, rate_pps=0),
-        flow_linger_ms=0,
+        pool,
+        conns,
+        k,
         # A connection the pause between trials cuts short ends idle: soon,
         # so its NF is back for the next trial.
         flow_idle_timeout_ms=1000,
-        max_flows=65536,
-        region_mb=256,
         mbufs=65535,
     )
-    cfg["generator"]["tcp_flow_pkts"] = k
     s = cfg["services"][0]
     s["pool_order"] = order
     for opt in opts:

@@ -26,27 +26,10 @@ def ring(ctx: Context, mode: str, n: int, hops: int) -> float:
     return float(json.loads(out)["ns_per_hop"])
 
 
-def squall_cfg(ctx: Context, pool: int) -> dict[str, Any]:
-    """A per-flow no-op service; the generator opens one connection at a
-    time, its 4 packets back to back, so each flow costs its NF one wake."""
-    svc = config.Service("nf", "squall-nf-noop", instances=pool, ring_slots=64, spin_us=0)
-    cfg = config.manager_config(
-        ctx.manager_name(),
-        ports=[config.GEN_PORT, config.OUT_PORT],
-        services=[svc],
-        chains=[{"name": "c", "services": ["nf"]}],
-        rules=[{"in_port": "in", "chain": "c", "out_port": "out", "assign": "per-flow"}],
-        gen=config.generator([64], flows=1, rate_pps=0),
-        flow_linger_ms=0,
-        max_flows=65536,
-        region_mb=256,
-    )
-    cfg["generator"]["tcp_flow_pkts"] = 4
-    return cfg
-
-
 def squall_activation(ctx: Context, pool: int, seconds: float) -> dict[str, Any]:
-    with ctx.manager(squall_cfg(ctx, pool), label=f"pool {pool}") as m:
+    # One connection at a time, its 4 packets back to back: one wake per flow.
+    cfg = config.per_flow_noop(ctx.manager_name(), pool, conns=1)
+    with ctx.manager(cfg, label=f"pool {pool}") as m:
         w0 = sum(v["wakes"] for v in m.nfs().values())
         f0 = m.query("/squall/flows")["flows_created"]
         c0, t0 = procstat.read_cpus(), time.monotonic()

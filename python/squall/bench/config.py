@@ -168,3 +168,25 @@ def to_yaml(obj: dict[str, Any]) -> str:
     """Block-style YAML in the config's key order. PyYAML quotes any string
     that YAML could read as another type (a MAC like 10:20:30:40:50:59)."""
     return yaml.safe_dump(obj, default_flow_style=False, sort_keys=False)
+
+
+def per_flow_noop(
+    name: str, pool: int, conns: int, pkts_per_conn: int = 4, **manager: Any
+) -> dict[str, Any]:
+    """A per-flow service of `pool` no-op NFs (no spin, so each packet that
+    finds its NF asleep costs a wake) fed by the generator's short TCP
+    connections, `conns` open at once; flows end as soon as their NF is done
+    (linger 0). Issue 4's activation experiments."""
+    svc = Service("nf", "squall-nf-noop", instances=pool, ring_slots=64, spin_us=0)
+    manager = {"flow_linger_ms": 0, "max_flows": 65536, "region_mb": 256, **manager}
+    cfg = manager_config(
+        name,
+        ports=[GEN_PORT, OUT_PORT],
+        services=[svc],
+        chains=[{"name": "c", "services": ["nf"]}],
+        rules=[{"in_port": "in", "chain": "c", "out_port": "out", "assign": "per-flow"}],
+        gen=generator([64], flows=conns, rate_pps=0),
+        **manager,
+    )
+    cfg["generator"]["tcp_flow_pkts"] = pkts_per_conn
+    return cfg
