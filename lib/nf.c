@@ -48,6 +48,7 @@ struct sq_nf {
 	uint64_t spin_yield_tsc; /* a spinning NF yields the core this often */
 	int n_counters;
 	uint32_t flow_fins; /* per-flow NF: FINs seen in the current flow */
+	bool flow_dirty;    /* per-flow NF: handled packets since the last cleanup */
 	volatile sig_atomic_t stop_local;
 };
 
@@ -281,19 +282,39 @@ clean_up_flow(struct sq_nf *nf)
 		nf->cleaner_fn(nf->cleaner_arg);
 	nf->ctl->flows_cleaned++;
 	nf->flow_fins = 0;
+	nf->flow_dirty = false;
+}
+
+/* A per-flow NF's burst may end one flow and begin the next: the manager
+ * hands an NF its next flow as soon as it saw the last one close (a lifo
+ * pool with no linger), so both can share a burst. The handler must see
+ * each flow's packets with that flow's state: cut the burst after a closing
+ * packet and before another flow's first. A flow that starts while the last
+ * one's state is still there (its close never reached us) is cleaned for
+ * first. @return the packets of the first segment; *closed if it ends its
+ * flow. */
+static unsigned int
+flow_segment(struct sq_nf *nf, struct rte_mbuf **pkts, unsigned int n, bool *closed)
+{
+	*closed = false;
+	if ((sq_pkt_meta(pkts[0])->flags & SQ_META_FLOW_START) && nf->flow_dirty)
+		clean_up_flow(nf);
+	for (unsigned int i = 0; i < n; i++) {
+		if (i > 0 && (sq_pkt_meta(pkts[i])->flags & SQ_META_FLOW_START))
+			return i;
+		if (flow_closes(nf, pkts[i])) {
+			*closed = true;
+			return i + 1;
+		}
+	}
+	return n;
 }
 
 static void
-run_handler(struct sq_nf *nf, struct rte_mbuf **pkts, unsigned int n)
+run_segment(struct sq_nf *nf, struct rte_mbuf **pkts, unsigned int n)
 {
-	uint64_t start_tsc = rte_rdtsc();
-	bool closed = false;
 	unsigned int i;
 
-	/* For the manager's wake-latency histogram: rx to the first NF's handler. */
-	for (i = 0; i < n; i++)
-		if (sq_pkt_meta(pkts[i])->hop == 0)
-			sq_pkt_meta(pkts[i])->nf0_tsc = start_tsc;
 	if (nf->burst_fn != NULL) {
 		for (i = 0; i < n; i++)
 			sq_pkt_meta(pkts[i])->verdict = SQ_NEXT;
@@ -308,15 +329,42 @@ run_handler(struct sq_nf *nf, struct rte_mbuf **pkts, unsigned int n)
 		meta->nf_visits++;
 		if (unlikely(meta->verdict >> 16 == SQ_VERDICT_DROP))
 			nf->ctl->drop_verdicts++;
-		closed |= nf->ctl->flow_track && flow_closes(nf, pkts[i]);
+	}
+}
+
+static void
+run_handler(struct sq_nf *nf, struct rte_mbuf **pkts, unsigned int n)
+{
+	uint64_t start_tsc = rte_rdtsc();
+	unsigned int i;
+
+	/* For the manager's wake-latency histogram: rx to the first NF's handler. */
+	for (i = 0; i < n; i++)
+		if (sq_pkt_meta(pkts[i])->hop == 0)
+			sq_pkt_meta(pkts[i])->nf0_tsc = start_tsc;
+	if (!nf->ctl->flow_track) {
+		run_segment(nf, pkts, n);
+		nf->ctl->handler_tsc += rte_rdtsc() - start_tsc;
+		return;
+	}
+	while (n > 0) {
+		bool closed;
+		unsigned int k = flow_segment(nf, pkts, n, &closed);
+
+		run_segment(nf, pkts, k);
+		nf->flow_dirty = true;
+		/* Before the packets go back: once the manager has them all, it
+		 * must see the cleanup done (release order: this store, then the
+		 * ring's). */
+		if (closed) {
+			clean_up_flow(nf);
+			atomic_fetch_add_explicit(&nf->ctl->closes_cleaned, 1,
+						  memory_order_release);
+		}
+		pkts += k;
+		n -= k;
 	}
 	nf->ctl->handler_tsc += rte_rdtsc() - start_tsc;
-	/* Before the packets go back: once the manager has them all, it must see
-	 * the cleanup done (release order: this store, then the ring's). */
-	if (unlikely(closed)) {
-		clean_up_flow(nf);
-		atomic_fetch_add_explicit(&nf->ctl->closes_cleaned, 1, memory_order_release);
-	}
 }
 
 /* Hand every packet back. The tx ring holds as many slots as the rx ring, and

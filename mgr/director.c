@@ -62,6 +62,10 @@ struct flow {
 	uint64_t end_tsc; /* linger until, or when draining began */
 	uint64_t drain_tx_round;
 	uint32_t nf_priority;
+	/* Its first NF went back to the pool at the close (handoff): done with
+	 * this flow once the manager took back that many of its packets. */
+	bool handed_off;
+	uint64_t handoff_deq;
 };
 
 /* New flows' packets waiting for an idle NF (pool_fallback: queue), in
@@ -94,7 +98,8 @@ struct director {
 	uint32_t *rr_next;  /* per service: round-robin cursor */
 	uint32_t *cleaning; /* NF ids asked to clean up, waiting for their ack */
 	uint32_t n_cleaning;
-	uint32_t *spawning; /* NF ids started to refill a pool, not running yet */
+	uint32_t *handed_off; /* per NF: flow + 1 it was handed off from, not ended yet */
+	uint32_t *spawning;   /* NF ids started to refill a pool, not running yet */
 	uint32_t n_spawning;
 	/* Flows that closed, in the order they did: with one linger for all,
 	 * also the order they end in, so ends cost O(ends), not a sweep. */
@@ -238,9 +243,10 @@ mgr_director_init(struct mgr *mgr)
 	d->flows = rte_zmalloc("sq_flows", sizeof(*d->flows) * mgr->cfg->max_flows, 0);
 	d->rr_next = calloc(SQ_MAX_SERVICES, sizeof(*d->rr_next));
 	d->cleaning = calloc(mgr->n_nfs ? mgr->n_nfs : 1, sizeof(*d->cleaning));
+	d->handed_off = calloc(mgr->n_nfs ? mgr->n_nfs : 1, sizeof(*d->handed_off));
 	d->spawning = calloc(mgr->n_nfs ? mgr->n_nfs : 1, sizeof(*d->spawning));
 	if (d->table == NULL || d->flows == NULL || d->rr_next == NULL || d->cleaning == NULL ||
-	    d->spawning == NULL)
+	    d->handed_off == NULL || d->spawning == NULL)
 		return -ENOMEM;
 	ret = pools_init(mgr, d);
 	if (ret < 0)
@@ -272,6 +278,7 @@ mgr_director_free(struct mgr *mgr)
 	rte_free(d->flows);
 	free(d->rr_next);
 	free(d->cleaning);
+	free(d->handed_off);
 	free(d->spawning);
 	free(d->closing);
 	free(d->draining);
@@ -445,8 +452,9 @@ new_flow(struct mgr *mgr, struct director *d, const struct flow_key *k,
 	return f;
 }
 
-/* FIN both ways or RST: the flow lingers for retransmissions, then ends. */
-static void
+/* FIN both ways or RST: the flow lingers for retransmissions, then ends.
+ * @return true if this packet closed it. */
+static bool
 track_tcp(struct director *d, struct flow *f, uint8_t flags, bool from_lo, uint64_t now)
 {
 	if (flags & RTE_TCP_FIN_FLAG)
@@ -461,7 +469,54 @@ track_tcp(struct director *d, struct flow *f, uint8_t flags, bool from_lo, uint6
 			d->closing_count++;
 		}
 		/* (If it were full, the idle sweep would still end the flow.) */
+		return true;
 	}
+	return false;
+}
+
+/* Handoff: with no linger, nothing of a closed flow may reach its NF after
+ * the close, so the flow's first NF can take its next flow at once, queued
+ * behind the close in its ring: libsquall cuts the burst there and cleans up
+ * in between (SQ_META_FLOW_START). In a lifo pool the next new flow then
+ * takes this NF, warm and often still running: no wake, no context switch
+ * (an NF woken per flow costs its core 7-13 us here; docs/results
+ * switch_cost). The flow's entry stays, its packets now strays, until the
+ * manager has taken back from the NF every packet up to the close. One
+ * handoff at a time per NF, so a stuck NF holds at most two flows. Not with
+ * rx and tx on two lcores (the count of packets held would race), nor for a
+ * rule that raises its NFs' priority. */
+static bool try_remove(struct mgr *mgr, struct director *d, struct flow *f, uint64_t tx_round);
+
+static void
+hand_off(struct mgr *mgr, struct director *d, struct flow *f)
+{
+	struct mgr_nf *nf;
+	uint64_t upto;
+
+	if (d->linger_tsc != 0 || mgr->rx_elsewhere || f->assign != SQ_ASSIGN_PER_FLOW ||
+	    f->nf_priority > 0 || f->nf[0] > UINT32_MAX / 2)
+		return;
+	/* Its last handoff's flow may be done by now without its end seen yet
+	 * (the closing queue ends flows in order): end it here. */
+	if (d->handed_off[f->nf[0]] != 0) {
+		struct flow *last = &d->flows[d->handed_off[f->nf[0]] - 1];
+
+		if (!try_remove(mgr, d, last, atomic_load(&mgr->tx_rounds)))
+			return;
+	}
+	nf = &mgr->nfs[f->nf[0]];
+	if (!d->pools[nf->service].lifo || !atomic_load_explicit(&nf->live, memory_order_relaxed))
+		return;
+	/* Everything given to the NF so far, staged or sent, and the closing
+	 * packet about to be staged. */
+	upto = atomic_load_explicit(&mgr->rx.stages[nf->id].enq_pkts, memory_order_relaxed) +
+	       atomic_load_explicit(&mgr->tx.stages[nf->id].enq_pkts, memory_order_relaxed) +
+	       mgr_steer_held(mgr, nf) + 1;
+	f->handed_off = true;
+	f->handoff_deq = upto;
+	d->handed_off[nf->id] = (uint32_t)(f - d->flows) + 1;
+	pool_push(&d->pools[nf->service], nf->id);
+	d->st.handoffs++;
 }
 
 /* pool_fallback: queue. The new flow's packet waits for an NF of @p service
@@ -594,19 +649,26 @@ mgr_director_steer(struct mgr *mgr, struct role_ctx *role, const struct sq_cfg_r
 		f->pkts++;
 		f->bytes += pkt->pkt_len;
 		f->last_tsc = meta->rx_tsc;
-		if (f->tcp)
-			track_tcp(d, f, flags, from_lo, meta->rx_tsc);
+		if (f->tcp && track_tcp(d, f, flags, from_lo, meta->rx_tsc))
+			hand_off(mgr, d, f);
 		meta->flow_id = (uint32_t)pos + 1;
+		if (f->assign == SQ_ASSIGN_PER_FLOW)
+			meta->flags |= SQ_META_FLOW_START;
 		mgr_steer_to_nf(mgr, role, &mgr->nfs[nf_of(f, 0)], pkt);
 		/* Flow setup: miss, table insert, an NF per hop, staged (seed 000 §6.2). */
 		lat_add(&d->setup, rte_rdtsc() - t0);
 		return &mgr->nfs[nf_of(f, 0)];
 	}
+	if (unlikely(f->handed_off)) {
+		/* After the close: its NF serves another flow now. */
+		mgr_drop(&role->stats, SQ_DROP_STRAY, pkt);
+		return NULL;
+	}
 	f->pkts++;
 	f->bytes += pkt->pkt_len;
 	f->last_tsc = meta->rx_tsc;
-	if (f->tcp)
-		track_tcp(d, f, flags, from_lo, meta->rx_tsc);
+	if (f->tcp && track_tcp(d, f, flags, from_lo, meta->rx_tsc))
+		hand_off(mgr, d, f);
 	meta->flow_id = (uint32_t)pos + 1;
 	if (unlikely(!atomic_load_explicit(&mgr->nfs[nf_of(f, 0)].live, memory_order_relaxed))) {
 		/* Its NF died: the flow's state died with it. */
@@ -630,12 +692,26 @@ mgr_director_flow_nf(struct mgr *mgr, uint32_t flow_id, uint16_t hop)
 /* ---- ends ---- */
 
 static bool
+nf_is_quiet(const struct mgr *mgr, const struct mgr_nf *nf)
+{
+	return mgr_nf_outstanding(mgr, nf) == 0 && mgr_steer_held(mgr, nf) == 0;
+}
+
+/* Nothing of the flow is left in its NFs. A handed-off first NF may hold
+ * the next flow's packets already: done with this one once its packets up
+ * to the close came back (or it holds nothing: a packet of this flow was
+ * dropped on the way, so the count is never reached). */
+static bool
 flow_is_quiet(const struct mgr *mgr, const struct flow *f)
 {
-	for (uint16_t h = 0; h < f->n_hops; h++)
-		if (mgr_nf_outstanding(mgr, &mgr->nfs[nf_of(f, h)]) != 0 ||
-		    mgr_steer_held(mgr, &mgr->nfs[nf_of(f, h)]) != 0)
+	for (uint16_t h = 0; h < f->n_hops; h++) {
+		const struct mgr_nf *nf = &mgr->nfs[nf_of(f, h)];
+
+		if (h == 0 && f->handed_off && nf->deq_pkts >= f->handoff_deq)
+			continue;
+		if (!nf_is_quiet(mgr, nf))
 			return false;
+	}
 	return true;
 }
 
@@ -651,6 +727,15 @@ remove_flow(struct mgr *mgr, struct director *d, struct flow *f)
 		if (f->assign != SQ_ASSIGN_PER_FLOW || f->nf[h] > UINT32_MAX / 2)
 			continue;
 		nf = &mgr->nfs[f->nf[h]];
+		if (h == 0 && f->handed_off) {
+			/* In its pool already. A close it cleaned up is accounted
+			 * now; one it never saw is cleaned at its next flow's start. */
+			if (atomic_load_explicit(&nf->ctl->closes_cleaned, memory_order_acquire) !=
+			    nf->closes_taken)
+				nf->closes_taken++;
+			d->handed_off[nf->id] = 0;
+			continue;
+		}
 		if (f->nf_priority > 0) /* back to its own (chain_priority too) */
 			set_nf_priority(mgr, nf->id, mgr_nf_own_priority(mgr, nf));
 		/* The NF saw the close and cleaned up already: straight back. */
@@ -728,6 +813,33 @@ end_closed_flows(struct mgr *mgr, struct director *d, uint64_t now, uint64_t tx_
 				break;
 			d->draining[d->n_draining++] = idx;
 		}
+		d->closing_head = (d->closing_head + 1) % d->closing_cap;
+		d->closing_count--;
+	}
+}
+
+/* Every round, not only every period: the flows at the head of the closing
+ * queue whose linger is over and whose NFs are done end at once, so their
+ * NFs are back in the pool within microseconds of the flow's last packet,
+ * warm, often still running (spinning, spin_us): with pool_order lifo the
+ * next new flow takes such an NF and costs no wake and no context switch.
+ * A head that is not done yet is left to the periodic pass
+ * (end_closed_flows), which does not let it hold back the rest. */
+static void
+end_done_flows(struct mgr *mgr, struct director *d, uint64_t now)
+{
+	uint64_t tx_round = atomic_load(&mgr->tx_rounds);
+
+	while (d->closing_count > 0) {
+		struct flow *f = &d->flows[d->closing[d->closing_head]];
+
+		if (f->state == FLOW_LINGER) {
+			if (now <= f->end_tsc)
+				return;
+			f->state = FLOW_DRAIN;
+		}
+		if (f->state == FLOW_DRAIN && !try_remove(mgr, d, f, tx_round))
+			return;
 		d->closing_head = (d->closing_head + 1) % d->closing_cap;
 		d->closing_count--;
 	}
@@ -836,9 +948,11 @@ mgr_director_poll(struct mgr *mgr)
 	if (d == NULL)
 		return 0;
 	/* Every round: an NF back in its pool takes the oldest waiting flow. */
+	now = rte_rdtsc();
+	if (d->closing_count > 0)
+		end_done_flows(mgr, d, now);
 	if (unlikely(d->n_waiting > 0))
 		drain_waiting(mgr, d);
-	now = rte_rdtsc();
 	if (now < d->next_poll_tsc)
 		return 0;
 	d->next_poll_tsc = now + d->period_tsc;

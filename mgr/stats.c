@@ -262,6 +262,7 @@ mgr_stats_visit_flows(const struct mgr *mgr, struct stats_sink *s)
 	s->u64(s, "flows_closed", st.flows_closed);
 	s->u64(s, "flows_idle_expired", st.flows_idle_expired);
 	s->u64(s, "flows_ended", st.flows_ended);
+	s->u64(s, "handoffs", st.handoffs);
 	if (st.setup != NULL) {
 		s->u64(s, "setup_count", st.setup->count);
 		s->u64(s, "setup_ns_p50", tsc_to_ns(lat_quantile_tsc(st.setup, 0.50)));

@@ -11,13 +11,15 @@ from typing import Any
 from squall.bench import config, procstat
 from squall.bench.experiment import Context, Experiment, Figure, Series, rounded, spread
 
-RATES_PPS = [300_000, 400_000, 420_000, "max"]
+RATES_PPS = [300_000, 400_000, 500_000, "max"]
 
 
 def make_cfg(ctx: Context, pool: int, k: int, conns: int, variant: str) -> dict[str, Any]:
     """variant: the pool order, then options joined by "+": "bN" pool_backlog_max
     N; "q" pool_fallback queue (16,384 packets); "rr" the NFs under SCHED_RR
-    priority 1 (a woken NF does not preempt the running one)."""
+    priority 1 (a woken NF does not preempt the running one); "sN" spin_us N
+    (an NF done with its flow spins N us before it sleeps: with lifo the next
+    flow may take it still running, with no wake)."""
     order, *opts = variant.split("+")
     cfg = config.per_flow_noop(
         ctx.manager_name(),
@@ -37,6 +39,8 @@ def make_cfg(ctx: Context, pool: int, k: int, conns: int, variant: str) -> dict[
         elif opt == "q":
             s["pool_fallback"] = "queue"
             s["pool_queue_pkts"] = 16384
+        elif opt.startswith("s"):
+            s["spin_us"] = int(opt[1:])
         elif opt == "rr":
             s["priority"] = 1
         else:
@@ -66,6 +70,7 @@ def trial(m: Any, rate: int | str, seconds: float) -> dict[str, Any]:
         "drops": {k: v for k, v in drops.items() if v},
         "setup_ns_p50": f1["setup_ns_p50"],
         "setup_ns_p99": f1["setup_ns_p99"],
+        "handoffs_per_s": (f1["handoffs"] - f0["handoffs"]) / dt,
         "flows_active_end": f1["flows_active"],
         "nf_core_busy_pct": round(procstat.cpu_busy_pct(cpus0["cpu1"], cpus1["cpu1"]), 1),
         "steal_pct": procstat.steal_by_cpu(cpus0, cpus1),
@@ -75,7 +80,9 @@ def trial(m: Any, rate: int | str, seconds: float) -> dict[str, Any]:
 def run(ctx: Context) -> None:
     pools = ctx.param("pools", [1000, 2000], [1000])
     variants = ctx.param(
-        "variants", ["fifo", "lifo+b128", "lifo+b128+q+rr"], ["fifo", "lifo+b128+q+rr"]
+        "variants",
+        ["fifo", "lifo+b128", "lifo+b128+s20", "lifo+b128+q+s20"],
+        ["fifo", "lifo+b128+s20"],
     )
     k = ctx.param("pkts_per_conn", 4)
     shapes = ctx.param("concurrent_conns", [64, 1], [64])
@@ -95,7 +102,9 @@ def run(ctx: Context) -> None:
                             ctx.log(
                                 f"{label} rate {rate}: {r['activations_per_s']:.0f} "
                                 f"activations/s, setup p50 {r['setup_ns_p50']} ns, NF core "
-                                f"{r['nf_core_busy_pct']}% busy, steal {r['steal_pct']}, "
+                                f"{r['nf_core_busy_pct']}% busy, "
+                                f"{r['handoffs_per_s']:.0f} handoffs/s, "
+                                f"steal {r['steal_pct']}, "
                                 f"drops {r['drops']}"
                             )
                             rows.setdefault((pool, variant, conns, str(rate)), []).append(r)
@@ -114,6 +123,12 @@ def run(ctx: Context) -> None:
         "Traffic shapes: 64 connections open at once, their packets interleaved (a flow's "
         "packets ~64 packets apart, so its NF may wake for each), or one at a time (a "
         "flow's 4 packets back to back: about one wake per flow)."
+    )
+    ctx.note(
+        "lifo pools hand a flow's NF back at its close (no linger: a handoff), so the next "
+        "flow queues behind the close; with spin_us (+sN) the NF is often still running "
+        "then and the flow costs no wake. Without a spin (the bench's NFs default to 0) it "
+        "has gone to sleep. Each trial counts handoffs."
     )
 
 

@@ -52,11 +52,16 @@ struct sq_pkt_meta {
 	uint32_t flow_hash; /* symmetric hash of the 5-tuple */
 	uint32_t sig;       /* written by the sig NF */
 	uint32_t flow_id;   /* manager only: the flow table entry + 1, 0 = none */
-	uint32_t pad;
-	uint64_t nf0_tsc; /* libsquall: TSC when the chain's first NF began its burst */
-	uint64_t rx_tsc;  /* TSC when the manager received it */
-	uint64_t user[2]; /* free for NFs */
+	uint32_t flags;     /* SQ_META_*, set by the manager */
+	uint64_t nf0_tsc;   /* libsquall: TSC when the chain's first NF began its burst */
+	uint64_t rx_tsc;    /* TSC when the manager received it */
+	uint64_t user[2];   /* free for NFs */
 };
+
+/** The first packet a per-flow NF gets of a new flow: libsquall runs the state
+ * cleaner first if the NF's last flow left state behind (its close never
+ * reached the NF). */
+#define SQ_META_FLOW_START (1u << 0)
 
 #define SQ_PKT_META_SIZE RTE_ALIGN_CEIL(sizeof(struct sq_pkt_meta), RTE_MBUF_PRIV_ALIGN)
 

@@ -19,13 +19,13 @@
 
 #define SQ_REGION_MAGIC     0x4c4c415551535153ULL /* "SQSQUALL" */
 /** Bump on any change to this file or to struct sq_pkt_meta. */
-#define SQ_ABI_VERSION      4u
+#define SQ_ABI_VERSION      5u
 /** Fixed address, far from the heap, stack and DPDK's own mappings. */
 #define SQ_REGION_BASE_ADDR 0x3f0000000000ULL
 
 #define SQ_NAME_LEN     32
 #define SQ_NF_BURST_MAX 32
-#define SQ_NF_COUNTERS  4 /* NF-defined counters, named by the NF */
+#define SQ_NF_COUNTERS  8 /* NF-defined counters, named by the NF */
 /** NFs are grouped by the core they are pinned to (the last group: not pinned). */
 #define SQ_CORE_GROUPS  64
 

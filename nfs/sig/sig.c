@@ -10,6 +10,8 @@
  *                 its signature in the packet metadata
  *   sig_revisit   this instance had already seen the packet: bit (NF id % 64)
  *                 of meta->user[0] was set
+ *   sig_flow_mixed  (a per-flow NF) a packet of another flow than the one the
+ *                 NF's state holds, with no state cleanup in between
  *
  * Everything passes on (NEXT). Uses meta->sig and meta->user[0], so it relies
  * on the manager zeroing both at rx, and on no other NF in the chain using
@@ -37,6 +39,10 @@ struct sig {
 	int sum_idx;
 	int mismatch_idx;
 	int revisit_idx;
+	int mixed_idx;
+	bool per_flow; /* the manager gives this NF one flow at a time */
+	bool flow_set; /* per-flow state: the flow's hash, until cleaned up */
+	uint32_t flow_hash;
 };
 
 static void
@@ -45,7 +51,8 @@ usage(FILE *f)
 	fprintf(f, "Usage: " NF_NAME "\n"
 		   "Hash the first 64 B of each packet (FNV-1a 32) and count, in NF counters:\n"
 		   "sig_pkts, sig_sum (sum of the hashes), sig_mismatch (packet changed since\n"
-		   "the first sig hop), sig_revisit (packet seen twice by this instance).\n"
+		   "the first sig hop), sig_revisit (packet seen twice by this instance),\n"
+		   "sig_flow_mixed (per-flow NF: another flow's packet before a cleanup).\n"
 		   "Every packet passes on to the next hop.\n"
 		   "\n" NF_OPT_COMMON_HELP);
 }
@@ -67,8 +74,8 @@ fnv1a32(const uint8_t *data, uint32_t len)
 static void
 sig_burst(struct rte_mbuf **pkts, uint16_t n_pkts, void *arg)
 {
-	const struct sig *sig = arg;
-	uint64_t sum = 0, mismatch = 0, revisit = 0;
+	struct sig *sig = arg;
+	uint64_t sum = 0, mismatch = 0, revisit = 0, mixed = 0;
 	uint16_t i;
 
 	for (i = 0; i < n_pkts; i++) {
@@ -85,6 +92,10 @@ sig_burst(struct rte_mbuf **pkts, uint16_t n_pkts, void *arg)
 			revisit++;
 		else
 			meta->user[0] |= sig->seen_bit;
+		if (sig->per_flow && sig->flow_set && meta->flow_hash != sig->flow_hash)
+			mixed++;
+		sig->flow_set = true;
+		sig->flow_hash = meta->flow_hash;
 	}
 	sq_nf_counter_add(sig->nf, sig->pkts_idx, n_pkts);
 	sq_nf_counter_add(sig->nf, sig->sum_idx, sum);
@@ -92,6 +103,17 @@ sig_burst(struct rte_mbuf **pkts, uint16_t n_pkts, void *arg)
 		sq_nf_counter_add(sig->nf, sig->mismatch_idx, mismatch);
 	if (revisit != 0)
 		sq_nf_counter_add(sig->nf, sig->revisit_idx, revisit);
+	if (mixed != 0)
+		sq_nf_counter_add(sig->nf, sig->mixed_idx, mixed);
+}
+
+/* A per-flow NF's flow ended: its state goes. */
+static void
+sig_clean(void *arg)
+{
+	struct sig *sig = arg;
+
+	sig->flow_set = false;
 }
 
 int
@@ -126,7 +148,10 @@ main(int argc, char **argv)
 	sig.sum_idx = sq_nf_counter_register(nf, "sig_sum");
 	sig.mismatch_idx = sq_nf_counter_register(nf, "sig_mismatch");
 	sig.revisit_idx = sq_nf_counter_register(nf, "sig_revisit");
+	sig.mixed_idx = sq_nf_counter_register(nf, "sig_flow_mixed");
+	sig.per_flow = sq_nf_ctl(nf)->flow_track != 0;
 
 	sq_nf_set_burst_handler(nf, sig_burst, &sig);
+	sq_nf_set_state_cleaner(nf, sig_clean, &sig);
 	return sq_nf_run(nf) < 0 ? NF_EXIT_FAIL : NF_EXIT_OK;
 }

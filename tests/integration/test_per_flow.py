@@ -354,3 +354,67 @@ def test_new_flows_leave_room_in_the_queue_for_the_packets_behind_them(mgr: Mana
     assert drops["pool_empty"] == pool["wait_dropped"] == (sent + 3) // 4 - 3, (drops, pool)
     assert drops["stray"] == sent - 12 - drops["pool_empty"], drops
     mgr.finish()
+
+
+def test_lifo_without_linger_hands_the_nf_its_next_flow_at_the_close(mgr: Manager) -> None:
+    # lifo, no linger: as rx sees a connection close, its NF is back in the
+    # pool (a handoff), so the next connection takes it again; 20
+    # connections, each over before the next starts, all on one NF, each
+    # flow's state cleaned up once (by the NF at the close; the pause may
+    # cut the last connection short, and that one ends idle).
+    mgr.start(gen_per_flow_config(mgr, instances=4, pool_order="lifo"))
+    mgr.query("/squall/gen_rate,400")
+    sent = mgr.gen_send(80)
+    mgr.wait_accounted(sent)
+    flows = wait_flows_gone(mgr, (sent + 3) // 4)
+    assert flows["flows_closed"] == flows["handoffs"] == sent // 4, flows
+    used = [nf for nf in mgr.nfs().values() if nf["rx_pkts"] > 0]
+    assert len(used) == 1, [nf["rx_pkts"] for nf in used]
+    assert used[0]["closes_cleaned"] == sent // 4, used[0]
+    assert used[0]["flows_cleaned"] == flows["flows_created"], used[0]
+    assert used[0]["counters"]["sig_flow_mixed"] == 0, used[0]["counters"]
+    assert mgr.stats()["drop_pkts"] == 0, mgr.stats()["drops"]
+    assert mgr.ports()["out"]["tx_pkts"] == sent
+    mgr.finish()
+
+
+def test_a_handed_off_nf_sees_each_flow_with_its_own_state(mgr: Manager) -> None:
+    # The NFs stopped: connection 1 takes NF X; at its close X is handed off
+    # and connection 2 queues behind it in X's ring. X, let run, gets both in
+    # one burst: libsquall must cut it at the close and clean up in between,
+    # or the handler sees connection 2's packets with connection 1's state
+    # (sig_flow_mixed). While connection 1 is not ended, X takes no third.
+    mgr.start(gen_per_flow_config(mgr, instances=8, pool_order="lifo"))
+    with nfs_stopped(mgr):
+        mgr.query("/squall/gen_rate,300")
+        sent = mgr.gen_send(16)  # four connections or more, one after the other
+        mgr.wait_for(lambda: mgr.stats()["rx_pkts"] == sent, 10, f"{sent} packets in")
+    mgr.wait_accounted(sent)
+    flows = wait_flows_gone(mgr, (sent + 3) // 4)
+    nfs = mgr.nfs().values()
+    # Connections 1 and 2 on one NF, 3 and 4 on the next, and so on.
+    assert sorted(nf["rx_pkts"] for nf in nfs if nf["rx_pkts"])[-2:] == [8, 8], list(nfs)
+    # Each NF's first connection closes with the NF free to take the next.
+    assert flows["handoffs"] == (sent // 4 + 1) // 2, flows
+    assert sum(nf["counters"]["sig_flow_mixed"] for nf in nfs) == 0
+    assert sum(nf["closes_cleaned"] for nf in nfs) == sent // 4
+    assert mgr.stats()["drop_pkts"] == 0, mgr.stats()["drops"]
+    mgr.finish()
+
+
+def test_a_packet_after_a_handed_off_close_is_a_stray(mgr: Manager, tmp_path: Path) -> None:
+    # No linger, lifo: the first NF serves the next connection from the
+    # close on, so a late packet of the closed one (its last ACK) must not
+    # reach it, though the flow's entry is still there.
+    pkts = connection(40000)
+    in_pcap = pcaps.write_pcap(tmp_path / "in.pcap", pkts)
+    cfg = per_flow_config(mgr, in_pcap, "net_null1,no-rx=1", instances=2, pool_order="lifo")
+    cfg["manager"]["flow_linger_ms"] = 0
+    mgr.start(cfg)
+    mgr.wait_accounted(len(pkts))
+    flows = wait_flows_gone(mgr, 1)
+    assert flows["handoffs"] == 1 and flows["flows_closed"] == 1, flows
+    st = mgr.stats()
+    assert st["drops"]["stray"] == st["drop_pkts"] == 1, st["drops"]
+    assert sorted(nf["rx_pkts"] for nf in mgr.nfs().values()) == [0, 0, 6, 6]
+    mgr.finish()
