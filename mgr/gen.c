@@ -230,6 +230,10 @@ pkts_due(struct gen *g, uint64_t now_tsc)
 	uint64_t due;
 
 	if (want != g->rate_pps) {
+		/* Resumed after a pause: the connections it cut short ended (idle)
+		 * meanwhile, so their tails would be strays. Start new ones. */
+		if (g->rate_pps == 0 && g->slot_step != NULL)
+			memset(g->slot_step, 0, g->cfg->flows * sizeof(*g->slot_step));
 		g->rate_pps = want;
 		g->epoch_tsc = now_tsc;
 		g->epoch_sent = g->sent_pkts;

@@ -418,3 +418,24 @@ def test_a_packet_after_a_handed_off_close_is_a_stray(mgr: Manager, tmp_path: Pa
     assert st["drops"]["stray"] == st["drop_pkts"] == 1, st["drops"]
     assert sorted(nf["rx_pkts"] for nf in mgr.nfs().values()) == [0, 0, 6, 6]
     mgr.finish()
+
+
+def test_a_resumed_generator_starts_new_connections(mgr: Manager) -> None:
+    # A pause cuts a connection short and its flow ends idle. Resumed, the
+    # generator must start new connections, not send the cut one's tail
+    # (strays, which benchmarks would count as drops).
+    mgr.start(gen_per_flow_config(mgr, instances=4))
+    sent = 0
+    while sent % 4 == 0:  # until a connection is cut
+        mgr.query("/squall/gen_rate,50")
+        sent = mgr.gen_send(sent + 1)
+    mgr.wait_for(
+        lambda: mgr.query("/squall/flows")["flows_idle_expired"] == 1, 10, "the cut flow idle"
+    )
+    mgr.query("/squall/gen_rate,500")
+    total = mgr.gen_send(sent + 8)
+    mgr.wait_accounted(total)
+    assert mgr.stats()["drop_pkts"] == 0, mgr.stats()["drops"]
+    flows = wait_flows_gone(mgr, 1 + (total - sent + 3) // 4)
+    assert flows["flows_closed"] == (total - sent) // 4, flows
+    mgr.finish()
