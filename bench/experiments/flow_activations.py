@@ -48,9 +48,19 @@ def make_cfg(ctx: Context, pool: int, k: int, conns: int, variant: str) -> dict[
     return cfg
 
 
+def wait_no_flows(m: Any, timeout_s: float) -> None:
+    """Until the last trial's flows are gone: after an overload, connections
+    whose FINs were dropped hold their NFs until the idle timeout (1 s), and
+    a trial started then would find the pool nearly empty."""
+    deadline = time.monotonic() + timeout_s
+    while m.query("/squall/flows")["flows_active"] > 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def trial(m: Any, rate: int | str, seconds: float) -> dict[str, Any]:
     m.set_rate(0)
     m.wait_idle(5.0)
+    wait_no_flows(m, 5.0)
     f0, s0, g0 = m.query("/squall/flows"), m.stats(), m.gen()
     t0 = time.monotonic()
     m.set_rate(rate)
@@ -124,13 +134,7 @@ def run(ctx: Context) -> None:
                             )
                             sustained.setdefault((pool, conns), []).append(r)
     summarize(ctx, rows, variants, shapes)
-    for (pool, conns), rs in sustained.items():
-        # The worst repetition: a drop in any of them shows.
-        worst = min(rs, key=lambda r: (not r["drops"], r["activations_per_s"]))
-        ctx.summary[f"sustained_activations_per_s_p{pool}_c{conns}"] = rounded(
-            worst["activations_per_s"], 0
-        )
-        ctx.summary[f"sustained_drops_p{pool}_c{conns}"] = sum(worst["drops"].values())
+    summarize_sustained(ctx.summary, sustained)
     figure(ctx, rows, pools, variants, shapes, rates, k)
     ctx.note(
         "Flow setup is timed inside the director: from the first packet's table miss to the "
@@ -185,6 +189,28 @@ def summarize(
         ctx.summary[f"flow_setup_ns_p50_{slug}"] = spread(r["setup_ns_p50"] for r in mine)["median"]
     ctx.summary["flow_setup_ns_p50"] = spread(r["setup_ns_p50"] for r in every)["median"]
     ctx.summary["flow_setup_ns_p99"] = spread(r["setup_ns_p99"] for r in every)["median"]
+
+
+def summarize_sustained(
+    summary: dict[str, Any], sustained: dict[tuple[int, int], list[dict[str, Any]]]
+) -> None:
+    """Per pool and shape, the worst repetition of the 30 s trial (a drop in
+    any shows); and the target's figure: the rate held for 30 s with no drop
+    at all, in every pool, shape and repetition (0 if any trial dropped)."""
+    every = [r for rs in sustained.values() for r in rs]
+    for (pool, conns), rs in sustained.items():
+        worst = min(rs, key=lambda r: (not r["drops"], r["activations_per_s"]))
+        summary[f"sustained_activations_per_s_p{pool}_c{conns}"] = rounded(
+            worst["activations_per_s"], 0
+        )
+        summary[f"sustained_drops_p{pool}_c{conns}"] = sum(worst["drops"].values())
+    if every:
+        clean = all(not r["drops"] for r in every)
+        summary["sustained_clean_activations_per_s"] = (
+            rounded(min(r["activations_per_s"] for r in every), 0) if clean else 0
+        )
+        summary["sustained_clean_trials"] = sum(not r["drops"] for r in every)
+        summary["sustained_trials"] = len(every)
 
 
 def figure(
@@ -247,7 +273,7 @@ EXPERIMENT = Experiment(
         "variant at 420,000 packets/s (105,000 connections/s offered)."
     ),
     run=run,
-    summary_keys=("activations_per_s", "flow_setup_ns_p50"),
+    summary_keys=("sustained_clean_activations_per_s", "activations_per_s", "flow_setup_ns_p50"),
     full_minutes=14,
-    targets={"flow_setup_ns_p50": "<= 500", "activations_per_s": ">= 100000"},
+    targets={"flow_setup_ns_p50": "<= 500", "sustained_clean_activations_per_s": ">= 100000"},
 )
