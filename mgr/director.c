@@ -36,6 +36,10 @@
 /* The idle sweep covers the whole table about twice a second: idle timeouts
  * are seconds, and each entry looked at is a cache miss. */
 #define SWEEPS_PER_S       2u
+/* An NF holds at most this many flows at once through handoffs (hand_off):
+ * more than two lets a hot NF take a backlog of waiting flows one after
+ * another with no wake; a stuck NF holds no more than this. */
+#define HANDOFF_MAX        4
 /* Ends are handled this often: a pool must cover activations x this. */
 #define DIRECTOR_PERIOD_US 500u
 
@@ -68,6 +72,15 @@ struct flow {
 	uint64_t handoff_deq;
 };
 
+/* The flows an NF was handed off from (hand_off) that may not have ended
+ * yet, oldest first; each known by its slot and its first_tsc (a slot is
+ * reused once its flow ends). */
+struct handoffs {
+	uint32_t flow[HANDOFF_MAX];
+	uint64_t first_tsc[HANDOFF_MAX];
+	uint8_t head, count;
+};
+
 /* New flows' packets waiting for an idle NF (pool_fallback: queue), in
  * arrival order, each with the rule that steered it. */
 struct waitq {
@@ -98,8 +111,8 @@ struct director {
 	uint32_t *rr_next;  /* per service: round-robin cursor */
 	uint32_t *cleaning; /* NF ids asked to clean up, waiting for their ack */
 	uint32_t n_cleaning;
-	uint32_t *handed_off; /* per NF: flow + 1 it was handed off from, not ended yet */
-	uint32_t *spawning;   /* NF ids started to refill a pool, not running yet */
+	struct handoffs *handoffs; /* per NF */
+	uint32_t *spawning;        /* NF ids started to refill a pool, not running yet */
 	uint32_t n_spawning;
 	/* Flows that closed, in the order they did: with one linger for all,
 	 * also the order they end in, so ends cost O(ends), not a sweep. */
@@ -243,10 +256,10 @@ mgr_director_init(struct mgr *mgr)
 	d->flows = rte_zmalloc("sq_flows", sizeof(*d->flows) * mgr->cfg->max_flows, 0);
 	d->rr_next = calloc(SQ_MAX_SERVICES, sizeof(*d->rr_next));
 	d->cleaning = calloc(mgr->n_nfs ? mgr->n_nfs : 1, sizeof(*d->cleaning));
-	d->handed_off = calloc(mgr->n_nfs ? mgr->n_nfs : 1, sizeof(*d->handed_off));
+	d->handoffs = calloc(mgr->n_nfs ? mgr->n_nfs : 1, sizeof(*d->handoffs));
 	d->spawning = calloc(mgr->n_nfs ? mgr->n_nfs : 1, sizeof(*d->spawning));
 	if (d->table == NULL || d->flows == NULL || d->rr_next == NULL || d->cleaning == NULL ||
-	    d->handed_off == NULL || d->spawning == NULL)
+	    d->handoffs == NULL || d->spawning == NULL)
 		return -ENOMEM;
 	ret = pools_init(mgr, d);
 	if (ret < 0)
@@ -278,7 +291,7 @@ mgr_director_free(struct mgr *mgr)
 	rte_free(d->flows);
 	free(d->rr_next);
 	free(d->cleaning);
-	free(d->handed_off);
+	free(d->handoffs);
 	free(d->spawning);
 	free(d->closing);
 	free(d->draining);
@@ -481,11 +494,32 @@ track_tcp(struct director *d, struct flow *f, uint8_t flags, bool from_lo, uint6
  * takes this NF, warm and often still running: no wake, no context switch
  * (an NF woken per flow costs its core 7-13 us here; docs/results
  * switch_cost). The flow's entry stays, its packets now strays, until the
- * manager has taken back from the NF every packet up to the close. One
- * handoff at a time per NF, so a stuck NF holds at most two flows. Not with
+ * manager has taken back from the NF every packet up to the close. An NF
+ * holds at most HANDOFF_MAX flows this way (a stuck one too). Not with
  * rx and tx on two lcores (the count of packets held would race), nor for a
  * rule that raises its NFs' priority. */
 static bool try_remove(struct mgr *mgr, struct director *d, struct flow *f, uint64_t tx_round);
+
+/* Can the NF take one more flow by handoff? Its oldest handed-off flows
+ * that ended (or are done now: the closing queue may not have reached them,
+ * held up by another NF's flow) leave its list first. */
+static bool
+handoff_room(struct mgr *mgr, struct director *d, struct handoffs *ho)
+{
+	uint64_t tx_round = atomic_load(&mgr->tx_rounds);
+
+	while (ho->count > 0) {
+		struct flow *old = &d->flows[ho->flow[ho->head]];
+		bool open = old->state != FLOW_FREE && old->handed_off &&
+			    old->first_tsc == ho->first_tsc[ho->head];
+
+		if (open && !try_remove(mgr, d, old, tx_round))
+			break;
+		ho->head = (ho->head + 1) % HANDOFF_MAX;
+		ho->count--;
+	}
+	return ho->count < HANDOFF_MAX;
+}
 
 static void
 hand_off(struct mgr *mgr, struct director *d, struct flow *f)
@@ -496,14 +530,8 @@ hand_off(struct mgr *mgr, struct director *d, struct flow *f)
 	if (d->linger_tsc != 0 || mgr->rx_elsewhere || f->assign != SQ_ASSIGN_PER_FLOW ||
 	    f->nf_priority > 0 || f->nf[0] > UINT32_MAX / 2)
 		return;
-	/* Its last handoff's flow may be done by now without its end seen yet
-	 * (the closing queue ends flows in order): end it here. */
-	if (d->handed_off[f->nf[0]] != 0) {
-		struct flow *last = &d->flows[d->handed_off[f->nf[0]] - 1];
-
-		if (!try_remove(mgr, d, last, atomic_load(&mgr->tx_rounds)))
-			return;
-	}
+	if (!handoff_room(mgr, d, &d->handoffs[f->nf[0]]))
+		return;
 	nf = &mgr->nfs[f->nf[0]];
 	if (!d->pools[nf->service].lifo || !atomic_load_explicit(&nf->live, memory_order_relaxed))
 		return;
@@ -514,7 +542,13 @@ hand_off(struct mgr *mgr, struct director *d, struct flow *f)
 	       mgr_steer_held(mgr, nf) + 1;
 	f->handed_off = true;
 	f->handoff_deq = upto;
-	d->handed_off[nf->id] = (uint32_t)(f - d->flows) + 1;
+	{
+		struct handoffs *ho = &d->handoffs[nf->id];
+		uint32_t i = (ho->head + ho->count++) % HANDOFF_MAX;
+
+		ho->flow[i] = (uint32_t)(f - d->flows);
+		ho->first_tsc[i] = f->first_tsc;
+	}
 	pool_push(&d->pools[nf->service], nf->id);
 	d->st.handoffs++;
 }
@@ -733,7 +767,6 @@ remove_flow(struct mgr *mgr, struct director *d, struct flow *f)
 			if (atomic_load_explicit(&nf->ctl->closes_cleaned, memory_order_acquire) !=
 			    nf->closes_taken)
 				nf->closes_taken++;
-			d->handed_off[nf->id] = 0;
 			continue;
 		}
 		if (f->nf_priority > 0) /* back to its own (chain_priority too) */

@@ -380,24 +380,26 @@ def test_lifo_without_linger_hands_the_nf_its_next_flow_at_the_close(mgr: Manage
 
 def test_a_handed_off_nf_sees_each_flow_with_its_own_state(mgr: Manager) -> None:
     # The NFs stopped: connection 1 takes NF X; at its close X is handed off
-    # and connection 2 queues behind it in X's ring. X, let run, gets both in
-    # one burst: libsquall must cut it at the close and clean up in between,
-    # or the handler sees connection 2's packets with connection 1's state
-    # (sig_flow_mixed). While connection 1 is not ended, X takes no third.
+    # and connection 2 queues behind it in X's ring, and so on. X, let run,
+    # gets them in one burst: libsquall must cut it at each close and clean
+    # up in between, or the handler sees a connection's packets with the last
+    # one's state (sig_flow_mixed). X holds at most HANDOFF_MAX (4) flows it
+    # was handed off from and the one after: five connections, then the next
+    # NF takes over.
     mgr.start(gen_per_flow_config(mgr, instances=8, pool_order="lifo"))
     with nfs_stopped(mgr):
         mgr.query("/squall/gen_rate,300")
-        sent = mgr.gen_send(16)  # four connections or more, one after the other
+        sent = mgr.gen_send(44)  # eleven connections or more, one after the other
         mgr.wait_for(lambda: mgr.stats()["rx_pkts"] == sent, 10, f"{sent} packets in")
     mgr.wait_accounted(sent)
     flows = wait_flows_gone(mgr, (sent + 3) // 4)
     nfs = mgr.nfs().values()
-    # Connections 1 and 2 on one NF, 3 and 4 on the next, and so on.
-    assert sorted(nf["rx_pkts"] for nf in nfs if nf["rx_pkts"])[-2:] == [8, 8], list(nfs)
-    # Each NF's first connection closes with the NF free to take the next.
-    assert flows["handoffs"] == (sent // 4 + 1) // 2, flows
+    assert sorted(nf["rx_pkts"] for nf in nfs if nf["rx_pkts"])[-2:] == [20, 20], list(nfs)
+    # Each close hands off, but an NF's fifth.
+    closed = sent // 4
+    assert flows["handoffs"] == closed - closed // 5, flows
     assert sum(nf["counters"]["sig_flow_mixed"] for nf in nfs) == 0
-    assert sum(nf["closes_cleaned"] for nf in nfs) == sent // 4
+    assert sum(nf["closes_cleaned"] for nf in nfs) == closed
     assert mgr.stats()["drop_pkts"] == 0, mgr.stats()["drops"]
     mgr.finish()
 

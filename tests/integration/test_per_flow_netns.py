@@ -135,5 +135,9 @@ def test_small_pool_queues_new_flows(http_server: bytes, mgr: Manager) -> None: 
     assert pools["mon"]["waited"] > 0, pools  # 50 connections, 8 NFs: some waited
     assert all(p["wait_dropped"] == 0 and p["waiting"] == 0 for p in pools.values()), pools
     drops = mgr.stats()["drops"]
-    assert drops["pool_empty"] == 0 and drops["stray"] == 0, drops
+    assert drops["pool_empty"] == 0, drops
+    # A packet lost in a full NF ring (a burst while the VM is loaded) is
+    # retransmitted, maybe after its flow ended: a stray then, counted as it
+    # should be. Strays with no such loss would be a fault.
+    assert drops["stray"] == 0 or drops["nf_ring_full"] > 0, drops
     mgr.finish()
