@@ -816,8 +816,35 @@ try_remove(struct mgr *mgr, struct director *d, struct flow *f, uint64_t tx_roun
 	return false;
 }
 
-/* Closed flows in closing order: end those whose linger is over; those
- * whose NFs still work on them wait on the draining list. */
+/* Closed flows in closing order: end those whose linger is over and whose
+ * NFs are done. One whose NFs still work on it stops the walk, or, with
+ * @p park, waits on the draining list so the ones behind it go on. */
+static void
+end_closing(struct mgr *mgr, struct director *d, uint64_t now, uint64_t tx_round, bool park)
+{
+	while (d->closing_count > 0) {
+		uint32_t idx = d->closing[d->closing_head];
+		struct flow *f = &d->flows[idx];
+
+		if (f->state == FLOW_LINGER) {
+			if (now <= f->end_tsc)
+				return;
+			f->state = FLOW_DRAIN;
+		}
+		if (f->state == FLOW_DRAIN && !try_remove(mgr, d, f, tx_round)) {
+			/* (Full only with stale entries of reused slots: wait in
+			 * order then, as before the list existed.) */
+			if (!park || d->n_draining == d->closing_cap)
+				return;
+			d->draining[d->n_draining++] = idx;
+		}
+		d->closing_head = (d->closing_head + 1) % d->closing_cap;
+		d->closing_count--;
+	}
+}
+
+/* Every period: the draining list, then the closing queue, parking what is
+ * not done yet. */
 static void
 end_closed_flows(struct mgr *mgr, struct director *d, uint64_t now, uint64_t tx_round)
 {
@@ -830,25 +857,7 @@ end_closed_flows(struct mgr *mgr, struct director *d, uint64_t now, uint64_t tx_
 		else
 			i++;
 	}
-	while (d->closing_count > 0) {
-		uint32_t idx = d->closing[d->closing_head];
-		struct flow *f = &d->flows[idx];
-
-		if (f->state == FLOW_LINGER) {
-			if (now <= f->end_tsc)
-				break;
-			f->state = FLOW_DRAIN;
-		}
-		if (f->state == FLOW_DRAIN && !try_remove(mgr, d, f, tx_round)) {
-			/* (Full only with stale entries of reused slots: wait in
-			 * order then, as before the list existed.) */
-			if (d->n_draining == d->closing_cap)
-				break;
-			d->draining[d->n_draining++] = idx;
-		}
-		d->closing_head = (d->closing_head + 1) % d->closing_cap;
-		d->closing_count--;
-	}
+	end_closing(mgr, d, now, tx_round, true);
 }
 
 /* Every round, not only every period: the flows at the head of the closing
@@ -856,26 +865,11 @@ end_closed_flows(struct mgr *mgr, struct director *d, uint64_t now, uint64_t tx_
  * NFs are back in the pool within microseconds of the flow's last packet,
  * warm, often still running (spinning, spin_us): with pool_order lifo the
  * next new flow takes such an NF and costs no wake and no context switch.
- * A head that is not done yet is left to the periodic pass
- * (end_closed_flows), which does not let it hold back the rest. */
+ * A head that is not done yet is left to the periodic pass. */
 static void
 end_done_flows(struct mgr *mgr, struct director *d, uint64_t now)
 {
-	uint64_t tx_round = atomic_load(&mgr->tx_rounds);
-
-	while (d->closing_count > 0) {
-		struct flow *f = &d->flows[d->closing[d->closing_head]];
-
-		if (f->state == FLOW_LINGER) {
-			if (now <= f->end_tsc)
-				return;
-			f->state = FLOW_DRAIN;
-		}
-		if (f->state == FLOW_DRAIN && !try_remove(mgr, d, f, tx_round))
-			return;
-		d->closing_head = (d->closing_head + 1) % d->closing_cap;
-		d->closing_count--;
-	}
+	end_closing(mgr, d, now, atomic_load(&mgr->tx_rounds), false);
 }
 
 static void
