@@ -6,13 +6,9 @@ from __future__ import annotations
 
 import os
 import signal
-from pathlib import Path
 from typing import Any
 
-import pcaps
 from conftest import Manager
-from scapy.layers.inet import IP, TCP
-from scapy.layers.l2 import Ether
 
 
 def gen_config(
@@ -120,36 +116,20 @@ def test_policy_change_at_run_time(mgr: Manager) -> None:
     mgr.finish()
 
 
-def test_fin_wakes_at_once(mgr: Manager, tmp_path: Path) -> None:
-    frames = [
-        bytes(
-            Ether(dst=pcaps.mac(1), src=pcaps.mac(2))
-            / IP(src="10.0.0.1", dst="10.0.0.2")
-            / TCP(sport=1234, dport=80, flags=flags)
-        )
-        for flags in ("S", "A", "FA")
-    ]
-    in_pcap = pcaps.write_pcap(tmp_path / "in.pcap", frames)
-    cfg = mgr.config(
-        ports=[
-            {"name": "in", "devargs": f"net_pcap0,rx_pcap={in_pcap}"},
-            {"name": "out", "devargs": "net_null1,no-rx=1"},
-        ],
-        services=[
-            {
-                "name": "s",
-                "exec": "squall-nf-fwd",
-                # Neither threshold nor timeout will wake it within the test.
-                "wake": {"policy": "fixed", "thresh_pkts": 1000, "timeout_us": 10000000},
-            }
-        ],
-        chains=[{"name": "c", "services": ["s"]}],
-        rules=[{"in_port": "in", "chain": "c", "out_port": "out"}],
-    )
+def test_fin_wakes_at_once(mgr: Manager) -> None:
+    # Neither threshold nor timeout will wake the NF within the test.
+    wake = {"policy": "fixed", "thresh_pkts": 1000, "timeout_us": 10000000}
+    cfg = gen_config(mgr, wake, rate_pps=0)
+    cfg["generator"]["tcp_flow_pkts"] = 3  # SYN, FIN, FIN back
     mgr.start(cfg)
+    # Asleep first: a packet that finds the NF still awake needs no wake at all.
+    wait_all_asleep(mgr)
+    mgr.query("/squall/gen_rate,100")
     mgr.wait_port_tx("out", 3, timeout_s=8)
+    mgr.query("/squall/gen_rate,0")
     nf = next(iter(mgr.nfs().values()))
     assert nf["wakes_by_urgent"] >= 1 and nf["wakes_by_timeout"] == 0, nf
+    assert nf["wakes_by_thresh"] == 0, nf
     mgr.finish()
 
 
