@@ -5,9 +5,11 @@ the same run: the manager -> no-op -> manager ring round trip (bench/ring_limit)
 Also: an idle NF's private memory, and NF start-to-ready time over 100 starts.
 
 Manager on core 0, NFs on core 1. Writes results/dataplane/<time>.json and a
-PNG; with --publish also docs/results/dataplane.{json,png}.
+PNG. The published result (docs/results/dataplane.*) comes from the harness,
+which runs these same measurements: `squall-bench run dataplane`, then
+`squall-bench report --publish dataplane`.
 
-    .venv/bin/python bench/dataplane.py [--quick] [--seconds S] [--reps N] [--publish]
+    .venv/bin/python bench/dataplane.py [--quick] [--seconds S] [--reps N]
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import json
 import os
 import platform
 import shlex
+import signal
 import statistics
 import subprocess
 import sys
@@ -33,6 +36,7 @@ from squall.telemetry import Telemetry, TelemetryError  # noqa: E402
 
 MGR = ROOT / "build" / "mgr" / "squall-mgr"
 RING_LIMIT = ROOT / "build" / "bench" / "ring_limit"
+TESTPMD = "dpdk-testpmd"
 TARGETS = {
     "ratio_1nf_sleep_vs_limit": ">= 0.70",
     "nf_private_kb": "<= 256",
@@ -161,6 +165,44 @@ def ring_limit(seconds: float, touch: bool) -> tuple[float, str]:
     return float(out.split()[1]), shlex.join(cmd)
 
 
+def testpmd_io(seconds: float) -> tuple[float | None, str]:
+    """The manager core's own ceiling: DPDK's testpmd in io mode (receive a
+    burst, send it on, nothing else) from the same net_null source to the same
+    sink, forwarding on core 0. Whatever parses, steers or hands packets to an
+    NF on that core moves fewer. Median Tx-pps of port 1 over its 1 s reports."""
+    cmd = [
+        TESTPMD, "-l", "1,0", "--main-lcore", "1", "--no-pci", "--in-memory",
+        "--vdev", "net_null0,size=64,copy=0", "--vdev", "net_null1,no-rx=1",
+        "--", "--forward-mode=io", "--nb-cores=1", "--stats-period=1",
+    ]  # fmt: skip
+    try:
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except FileNotFoundError:
+        return None, shlex.join(cmd)
+    try:
+        time.sleep(seconds + 2.0)  # the first report covers start-up
+        proc.send_signal(signal.SIGINT)
+        out = proc.communicate(timeout=30)[0].decode(errors="replace")
+    except BaseException:  # a hang, Ctrl-C: nothing of it may outlive the run
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    rates, port = [], None
+    for line in out.splitlines():
+        if "NIC statistics for port" in line:
+            port = line.split("port")[1].split()[0]
+        elif line.strip().startswith("Tx-pps:") and port == "1":
+            rates.append(int(line.split()[1]))
+    rates = [r for r in rates if r > 0][1:]  # skip the start-up report
+    return (statistics.median(rates) / 1e6 if rates else None), shlex.join(cmd)
+
+
 def private_kb(pid: int) -> int:
     kb = 0
     for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
@@ -209,6 +251,13 @@ def plot(results: dict[str, Any], path: Path) -> None:
         linestyle="--",
         label="limit: ring round trip, no-op",
     )
+    if "mpps_testpmd_io_core0" in results["summary"]:
+        ax.axhline(
+            results["summary"]["mpps_testpmd_io_core0"],
+            color="gray",
+            linestyle=":",
+            label="testpmd io on core 0, no NF",
+        )
     ax.set_xlabel("NFs in the chain")
     ax.set_ylabel("throughput (Mpps, 64 B)")
     ax.set_xticks([1, 2, 3])
@@ -225,7 +274,6 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=3.0, help="measured seconds per point")
     ap.add_argument("--reps", type=int, default=3, help="repetitions per point")
     ap.add_argument("--starts", type=int, default=100, help="NF starts to time")
-    ap.add_argument("--publish", action="store_true", help="also write docs/results/")
     args = ap.parse_args()
     if args.quick:
         args.seconds, args.reps, args.starts = 1.0, 1, 20
@@ -238,7 +286,13 @@ def main() -> int:
     print(f"command: {command}")
     facts = machine_facts()
     print(f"machine: {facts}")
-    results: dict[str, Any] = {"command": command, "machine": facts, "chains": [], "limit": []}
+    results: dict[str, Any] = {
+        "command": command,
+        "machine": facts,
+        "chains": [],
+        "limit": [],
+        "testpmd": [],
+    }
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
         for rep in range(args.reps):
@@ -247,6 +301,10 @@ def main() -> int:
                 results["limit"].append({"mpps": mpps, "touch": touch, "command": cmd})
                 what = "ring round trip + verdict" if touch else "ring round trip, bare"
                 print(f"rep {rep}: limit ({what:25}) {mpps:7.2f} Mpps")
+            tp, cmd = testpmd_io(args.seconds)
+            if tp is not None:
+                results["testpmd"].append({"mpps": tp, "command": cmd})
+                print(f"rep {rep}: testpmd io, core 0         {tp:7.2f} Mpps")
             for mode in ("poll", "sleep"):
                 for n in (1, 2, 3):
                     r = run_chain(tmp, mode, n, args.seconds, warm_s=0.5)
@@ -273,6 +331,11 @@ def main() -> int:
     summary["ratio_1nf_sleep_vs_limit"] = round(med("sleep", 1) / limit, 3)
     summary["ratio_1nf_sleep_vs_limit_touch"] = round(med("sleep", 1) / limit_touch, 3)
     summary["ratio_1nf_sleep_vs_1nf_poll"] = round(med("sleep", 1) / med("poll", 1), 3)
+    if results["testpmd"]:
+        tp = statistics.median(r["mpps"] for r in results["testpmd"])
+        summary["mpps_testpmd_io_core0"] = round(tp, 3)
+        summary["ratio_testpmd_io_vs_limit"] = round(tp / limit, 3)
+        summary["ratio_1nf_sleep_vs_testpmd_io"] = round(med("sleep", 1) / tp, 3)
     summary["nf_private_kb"] = mem["nf_private_kb"]
     summary["nf_start_ms_p50"] = round(statistics.median(starts), 3)
     summary["nf_start_ms_max"] = round(max(starts), 3)
@@ -283,7 +346,9 @@ def main() -> int:
         "limit = bench/ring_limit: pointers manager -> no-op process -> manager through two "
         "rte_rings in shared memory, cores 0 and 1, bursts of 32; '_touch' also writes a "
         "verdict word in each 256 B object on the NF side and reads it on the manager side, "
-        "as libsquall and squall-mgr do. Chains: net_null 64 B source, chains of squall-nf-fwd."
+        "as libsquall and squall-mgr do. Chains: net_null 64 B source, chains of squall-nf-fwd. "
+        "testpmd io = dpdk-testpmd forwarding net_null0 -> net_null1 on core 0 with no NF and "
+        "no parsing: the most any program moves through that core from that source."
     )
 
     stamp = time.strftime("%Y%m%dT%H%M%S")
@@ -292,11 +357,6 @@ def main() -> int:
     out = out_dir / f"{stamp}.json"
     out.write_text(json.dumps(results, indent=2) + "\n")
     plot(results, out_dir / f"{stamp}.png")
-    if args.publish:
-        docs = ROOT / "docs" / "results"
-        docs.mkdir(parents=True, exist_ok=True)
-        (docs / "dataplane.json").write_text(json.dumps(results, indent=2) + "\n")
-        plot(results, docs / "dataplane.png")
     print("summary:")
     for k, v in summary.items():
         target = TARGETS.get(k, "")

@@ -87,6 +87,7 @@ struct waitq {
 	struct rte_mbuf **pkts;
 	uint16_t *rules;
 	uint32_t head, count, cap;
+	uint32_t high; /* most packets that ever waited at once */
 	uint64_t queued, dropped;
 };
 
@@ -574,6 +575,7 @@ wait_for_nf(struct mgr *mgr, struct director *d, uint16_t service, const struct 
 	q->pkts[(q->head + q->count) % q->cap] = pkt;
 	q->rules[(q->head + q->count) % q->cap] = (uint16_t)(rule - mgr->cfg->rules);
 	q->count++;
+	q->high = RTE_MAX(q->high, q->count);
 	q->queued++;
 	d->n_waiting++;
 	return true;
@@ -601,9 +603,30 @@ wait_behind_syn(struct mgr *mgr, struct director *d, const struct sq_cfg_rule *r
 	return false;
 }
 
-/* Waiting packets go on, oldest first, while their service has idle NFs;
- * steered as if they arrived now (their rx time stays: the wait counts in
- * their latency). One that must wait again goes back to the queue's end. */
+/* Would this waiting packet take an NF from the pool: a new flow's first
+ * packet? Not one whose flow got its NF while it waited, nor a TCP packet
+ * that is no SYN and has no flow (a stray when steered). */
+static bool
+needs_nf(const struct director *d, const struct sq_cfg_rule *rule, const struct rte_mbuf *pkt)
+{
+	struct flow_key k;
+	uint8_t flags;
+	bool from_lo;
+
+	if (!flow_key_of(pkt, rule->chain, &k, &flags, &from_lo))
+		return false;
+	if (rte_hash_lookup(d->table, &k) >= 0)
+		return false;
+	return k.proto != IPPROTO_TCP ||
+	       (flags & (RTE_TCP_SYN_FLAG | RTE_TCP_ACK_FLAG)) == RTE_TCP_SYN_FLAG;
+}
+
+/* Waiting packets go on, oldest first, steered as if they arrived now
+ * (their rx time stays: the wait counts in their latency), until one needs
+ * an NF while the pool is empty or the NF core's backlog full. Packets of
+ * flows that got their NF go on past that point too: held behind another
+ * flow's SYN, they would send their NF to sleep between its packets. One
+ * that must wait again goes back to the queue's end. */
 static void
 drain_waiting(struct mgr *mgr, struct director *d)
 {
@@ -611,15 +634,18 @@ drain_waiting(struct mgr *mgr, struct director *d)
 		struct pool *p = &d->pools[s];
 		uint32_t n = p->wait.count;
 
-		while (n-- > 0 && p->count > 0 && !backlog_full(mgr, s)) {
+		while (n-- > 0) {
 			struct rte_mbuf *pkt = p->wait.pkts[p->wait.head];
-			uint16_t r = p->wait.rules[p->wait.head];
+			const struct sq_cfg_rule *rule =
+				&mgr->cfg->rules[p->wait.rules[p->wait.head]];
 
+			if ((p->count == 0 || backlog_full(mgr, s)) && needs_nf(d, rule, pkt))
+				break;
 			p->wait.head = (p->wait.head + 1) % p->wait.cap;
 			p->wait.count--;
 			d->n_waiting--;
 			d->redoing_wait = true;
-			mgr_director_steer(mgr, &mgr->rx, &mgr->cfg->rules[r], pkt);
+			mgr_director_steer(mgr, &mgr->rx, rule, pkt);
 			d->redoing_wait = false;
 		}
 	}
@@ -1016,6 +1042,7 @@ mgr_director_pool_stats(const struct mgr *mgr, uint16_t service, struct pool_sta
 	ps->empty = p->empty;
 	ps->backlogged = p->backlogged;
 	ps->waiting = p->wait.count;
+	ps->waiting_max = p->wait.high;
 	ps->waited = p->wait.queued;
 	ps->wait_dropped = p->wait.dropped;
 }

@@ -30,6 +30,7 @@ struct pool_stats {
 	uint64_t assigned, empty;
 	uint64_t backlogged;           /* of empty: the NF core's backlog held the flow back */
 	uint32_t waiting;              /* packets in the fallback queue now */
+	uint32_t waiting_max;          /* most of them at once, since the start */
 	uint64_t waited, wait_dropped; /* ever queued; dropped: the queue was full */
 };
 

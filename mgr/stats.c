@@ -292,6 +292,7 @@ mgr_stats_visit_pools(const struct mgr *mgr, struct stats_sink *s)
 		s->u64(s, "empty", ps.empty);
 		s->u64(s, "backlogged", ps.backlogged);
 		s->u64(s, "waiting", ps.waiting);
+		s->u64(s, "waiting_max", ps.waiting_max);
 		s->u64(s, "waited", ps.waited);
 		s->u64(s, "wait_dropped", ps.wait_dropped);
 		s->end(s);

@@ -60,12 +60,21 @@ def run(ctx: Context) -> None:
             raise RuntimeError(f"{binary} missing: run `make build`")
     chains: list[dict[str, object]] = []
     limits: dict[bool, list[float]] = {False: [], True: []}
+    testpmd: list[float] = []
     for rep in range(ctx.reps):
         for touch in (False, True):
             mpps, cmd = ring_limit(dp, seconds, touch)
             limits[touch].append(mpps)
             ctx.command(cmd, what="ring_limit")
             ctx.sample("limit", rep=rep, touch=touch, mpps=mpps)
+        tp, cmd = dp.testpmd_io(seconds)
+        if tp is None:
+            ctx.unavailable["testpmd"] = f"{cmd}: no rate (dpdk-testpmd missing or silent)"
+        else:
+            testpmd.append(tp)
+            ctx.command(cmd, what="dpdk-testpmd")
+            ctx.sample("testpmd_io", rep=rep, mpps=tp)
+            ctx.log(f"rep {rep}: testpmd io on core 0 {tp:.2f} Mpps")
         for mode in ("poll", "sleep"):
             for n in (1, 2, 3):
                 r = dp.run_chain(ctx.workdir, mode, n, seconds, warm_s=0.5)
@@ -93,6 +102,11 @@ def run(ctx: Context) -> None:
     s["ratio_1nf_sleep_vs_limit"] = rounded(med("sleep", 1) / limit)
     s["ratio_1nf_sleep_vs_limit_touch"] = rounded(med("sleep", 1) / limit_touch)
     s["ratio_1nf_sleep_vs_1nf_poll"] = rounded(med("sleep", 1) / med("poll", 1))
+    if testpmd:
+        tp = statistics.median(testpmd)
+        s["mpps_testpmd_io_core0"] = rounded(tp)
+        s["ratio_testpmd_io_vs_limit"] = rounded(tp / limit)
+        s["ratio_1nf_sleep_vs_testpmd_io"] = rounded(med("sleep", 1) / tp)
     s["nf_private_kb"] = mem["nf_private_kb"]
     s["nf_start_ms_p50"] = rounded(statistics.median(start_ms))
     s["nf_start_ms_max"] = rounded(max(start_ms))
@@ -114,6 +128,9 @@ def run(ctx: Context) -> None:
             )
         )
     ser.append(Series("limit: ring round trip, no-op", [1, 2, 3], [limit] * 3, style="--"))
+    if testpmd:
+        tp = statistics.median(testpmd)
+        ser.append(Series("testpmd io on core 0, no NF", [1, 2, 3], [tp] * 3, style=":"))
     ctx.figure(
         Figure(
             "chains",
@@ -135,7 +152,9 @@ EXPERIMENT = Experiment(
         "bench/dataplane.py's measurements: 64 B frames from a net_null port at full speed "
         "through chains of 1, 2 and 3 squall-nf-fwd in poll and sleep mode (the rate that "
         "leaves, whatever is dropped), next to bench/ring_limit (manager -> no-op -> manager "
-        "through two rings); an idle NF's private memory; NF start-to-ready time."
+        "through two rings) and dpdk-testpmd in io mode from the same source on core 0 (no NF, "
+        "no parsing: the most that core forwards); an idle NF's private memory; NF "
+        "start-to-ready time."
     ),
     run=run,
     summary_keys=("ratio_1nf_sleep_vs_limit", "nf_private_kb", "nf_start_ms_p50"),

@@ -8,19 +8,24 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from squall.bench import config, procstat
+from squall.bench import config, procstat, stall
 from squall.bench.experiment import Context, Experiment, Figure, Series, rounded, spread
 
 RATES_PPS = [300_000, 400_000, 500_000, "max"]
+# The queue variant's depth: 131,072 packets wait ~310 ms at 420,000/s. Sized
+# for this VM, where a core is now and then taken away for tens of ms (a
+# 40 ms stall of the NF core overflowed 16,384; 131,072 rode out 100-150 ms).
+QUEUE_PKTS = 131_072
 
 
 def make_cfg(ctx: Context, pool: int, k: int, conns: int, variant: str) -> dict[str, Any]:
     """variant: the pool order, then options joined by "+": "bN" pool_backlog_max
-    N; "q" pool_fallback queue (16,384 packets); "rr" the NFs under SCHED_RR
+    N; "q" pool_fallback queue (QUEUE_PKTS packets); "rr" the NFs under SCHED_RR
     priority 1 (a woken NF does not preempt the running one); "sN" spin_us N
     (an NF done with its flow spins N us before it sleeps: with lifo the next
     flow may take it still running, with no wake)."""
     order, *opts = variant.split("+")
+    queue = "q" in opts
     cfg = config.per_flow_noop(
         ctx.manager_name(),
         pool,
@@ -29,7 +34,9 @@ def make_cfg(ctx: Context, pool: int, k: int, conns: int, variant: str) -> dict[
         # A connection the pause between trials cuts short ends idle: soon,
         # so its NF is back for the next trial.
         flow_idle_timeout_ms=1000,
-        mbufs=65535,
+        # Room for a full queue besides what the NFs' rings hold.
+        mbufs=262_143 if queue else 65_535,
+        region_mb=1024 if queue else 256,
     )
     s = cfg["services"][0]
     s["pool_order"] = order
@@ -38,7 +45,7 @@ def make_cfg(ctx: Context, pool: int, k: int, conns: int, variant: str) -> dict[
             s["pool_backlog_max"] = int(opt[1:])
         elif opt == "q":
             s["pool_fallback"] = "queue"
-            s["pool_queue_pkts"] = 16384
+            s["pool_queue_pkts"] = QUEUE_PKTS
         elif opt.startswith("s"):
             s["spin_us"] = int(opt[1:])
         elif opt == "rr":
@@ -57,7 +64,9 @@ def wait_no_flows(m: Any, timeout_s: float) -> None:
         time.sleep(0.05)
 
 
-def trial(m: Any, rate: int | str, seconds: float) -> dict[str, Any]:
+def trial(
+    m: Any, rate: int | str, seconds: float, stalls: stall.Stalls | None = None
+) -> dict[str, Any]:
     m.set_rate(0)
     m.wait_idle(5.0)
     wait_no_flows(m, 5.0)
@@ -65,7 +74,10 @@ def trial(m: Any, rate: int | str, seconds: float) -> dict[str, Any]:
     t0 = time.monotonic()
     m.set_rate(rate)
     cpus0 = procstat.read_cpus()
+    stalling = stall.start(stalls) if stalls else None
     time.sleep(seconds)
+    if stalling is not None and stalling.wait(timeout=seconds) != 0:
+        raise RuntimeError(f"stalls {stalls}: the stalling process failed")
     cpus1 = procstat.read_cpus()
     f1, s1, g1 = m.query("/squall/flows"), m.stats(), m.gen()
     t1 = time.monotonic()
@@ -84,6 +96,9 @@ def trial(m: Any, rate: int | str, seconds: float) -> dict[str, Any]:
         "flows_active_end": f1["flows_active"],
         "nf_core_busy_pct": round(procstat.cpu_busy_pct(cpus0["cpu1"], cpus1["cpu1"]), 1),
         "steal_pct": procstat.steal_by_cpu(cpus0, cpus1),
+        # Since the manager started (a high-water mark): meaningful for the
+        # long trials, which run in a manager of their own.
+        "queue_max_pkts": m.query("/squall/pools")["nf"]["waiting_max"],
     }
 
 
@@ -102,6 +117,16 @@ def run(ctx: Context) -> None:
     sustain_variant = ctx.param("sustain_variant", "lifo+b128+q+s20")
     sustain_rate = ctx.param("sustain_rate_pps", 420_000, 200_000)
     sustain_s = ctx.param("sustain_s", 30.0, 3.0)
+    # And, at that rate, trials in which each core in turn is taken away
+    # three times (SCHED_FIFO spin): does the queue ride the stalls out?
+    stall_ms = ctx.param("stall_ms", 100, 50)
+    stall_s = ctx.param("stall_s", 10.0, 2.0)
+    stall_cpus = ctx.param("stall_cpus", [1, 0], [1])
+    why_not = stall.can_stall()
+    if why_not:
+        ctx.unavailable["stalls"] = why_not
+        stall_cpus = []
+    stalled: list[dict[str, Any]] = []
     rows: dict[tuple[int, str, int, str], list[dict[str, Any]]] = {}
     sustained: dict[tuple[int, int], list[dict[str, Any]]] = {}
     for rep in range(ctx.reps):
@@ -123,18 +148,37 @@ def run(ctx: Context) -> None:
                                 f"drops {r['drops']}"
                             )
                             rows.setdefault((pool, variant, conns, str(rate)), []).append(r)
-                        if variant == sustain_variant:
-                            r = trial(m, sustain_rate, sustain_s)
-                            ctx.sample(
-                                "sustain", pool=pool, order=variant, conns=conns, rep=rep, **r
-                            )
+                    if variant != sustain_variant:
+                        continue
+                    # A manager of its own: no backlog left from the overloads
+                    # above, and its queue's high-water mark is this trial's.
+                    cfg = make_cfg(ctx, pool, k, conns, variant)
+                    with ctx.manager(cfg, label=f"{label} sustained") as m:
+                        r = trial(m, sustain_rate, sustain_s)
+                        ctx.sample("sustain", pool=pool, order=variant, conns=conns, rep=rep, **r)
+                        ctx.log(
+                            f"{label} sustained {sustain_s:.0f} s at {sustain_rate}: "
+                            f"{r['activations_per_s']:.0f} activations/s of "
+                            f"{r['conns_offered_per_s']:.0f} offered, drops {r['drops']}, "
+                            f"queue peak {r['queue_max_pkts']} packets"
+                        )
+                        sustained.setdefault((pool, conns), []).append(r)
+                        for cpu in stall_cpus:
+                            st = stall.Stalls(cpu, stall_ms, 3, stall_s / 4)
+                            r = trial(m, sustain_rate, stall_s, st)
+                            ctx.sample("stall", pool=pool, conns=conns, rep=rep, cpu=cpu, **r)
                             ctx.log(
-                                f"{label} sustained {sustain_s:.0f} s at {sustain_rate}: "
-                                f"{r['activations_per_s']:.0f} activations/s, drops {r['drops']}"
+                                f"{label} with 3 stalls of core {cpu} ({stall_ms} ms): "
+                                f"{r['activations_per_s']:.0f} activations/s, "
+                                f"drops {r['drops']}, queue peak {r['queue_max_pkts']}"
                             )
-                            sustained.setdefault((pool, conns), []).append(r)
+                            stalled.append(r)
     summarize(ctx, rows, variants, shapes)
     summarize_sustained(ctx.summary, sustained)
+    if stall_cpus:
+        ctx.summary["stall_ms"] = stall_ms
+        ctx.summary["stall_clean_trials"] = sum(not r["drops"] for r in stalled)
+        ctx.summary["stall_trials"] = len(stalled)
     figure(ctx, rows, pools, variants, shapes, rates, k)
     ctx.note(
         "Flow setup is timed inside the director: from the first packet's table miss to the "
@@ -164,10 +208,10 @@ def summarize(
     variants: list[str],
     shapes: list[int],
 ) -> None:
-    # The sustained rate: the best clean trial (no drop of any cause).
+    # The best clean 3 s trial (no drop of any cause).
     every = [r for rs in rows.values() for r in rs]
     clean = [r for r in every if not r["drops"]]
-    ctx.summary["activations_per_s"] = (
+    ctx.summary["best_3s_activations_per_s"] = (
         rounded(max(r["activations_per_s"] for r in clean), 0) if clean else 0
     )
     # How often that held: clean trials at or above the target, of all trials.
@@ -195,8 +239,9 @@ def summarize_sustained(
     summary: dict[str, Any], sustained: dict[tuple[int, int], list[dict[str, Any]]]
 ) -> None:
     """Per pool and shape, the worst repetition of the 30 s trial (a drop in
-    any shows); and the target's figure: the rate held for 30 s with no drop
-    at all, in every pool, shape and repetition (0 if any trial dropped)."""
+    any shows); and the target's figure, activations_per_s: the rate held for
+    30 s with no drop at all, in every pool, shape and repetition (0 if any
+    trial dropped)."""
     every = [r for rs in sustained.values() for r in rs]
     for (pool, conns), rs in sustained.items():
         worst = min(rs, key=lambda r: (not r["drops"], r["activations_per_s"]))
@@ -204,9 +249,10 @@ def summarize_sustained(
             worst["activations_per_s"], 0
         )
         summary[f"sustained_drops_p{pool}_c{conns}"] = sum(worst["drops"].values())
+        summary[f"sustained_queue_max_pkts_p{pool}_c{conns}"] = max(r["queue_max_pkts"] for r in rs)
     if every:
         clean = all(not r["drops"] for r in every)
-        summary["sustained_clean_activations_per_s"] = (
+        summary["activations_per_s"] = (
             rounded(min(r["activations_per_s"] for r in every), 0) if clean else 0
         )
         summary["sustained_clean_trials"] = sum(not r["drops"] for r in every)
@@ -269,11 +315,15 @@ EXPERIMENT = Experiment(
         "packets interleaved, or one at a time, at increasing rates. Per trial: new flows per "
         "second (director activations), drops by cause, the flow setup time histogram, the "
         "NF core's busy share and steal. Targets: median setup <= 500 ns; >= 100,000 "
-        "activations per second. Last, per pool and shape, one 30 s trial of the queue "
-        "variant at 420,000 packets/s (105,000 connections/s offered)."
+        "activations per second (activations_per_s: the rate every 30 s trial held with no "
+        "drop). Last, per pool and shape, in a manager of its own, one 30 s trial of the "
+        "queue variant (131,072 packets deep) at 420,000 packets/s (105,000 connections/s "
+        "offered), then two 10 s trials at that rate in which core 1, then core 0, is taken "
+        "away three times for 100 ms (a SCHED_FIFO spin), as this VM's host sometimes does: "
+        "drops, and the queue's peak."
     ),
     run=run,
-    summary_keys=("sustained_clean_activations_per_s", "activations_per_s", "flow_setup_ns_p50"),
-    full_minutes=14,
-    targets={"flow_setup_ns_p50": "<= 500", "sustained_clean_activations_per_s": ">= 100000"},
+    summary_keys=("activations_per_s", "best_3s_activations_per_s", "flow_setup_ns_p50"),
+    full_minutes=25,
+    targets={"flow_setup_ns_p50": "<= 500", "activations_per_s": ">= 100000"},
 )

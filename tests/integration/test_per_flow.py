@@ -325,11 +325,54 @@ def test_a_waiting_syns_later_packets_wait_behind_it(mgr: Manager) -> None:
     assert st["drop_pkts"] == 0, st["drops"]
     assert mgr.ports()["out"]["tx_pkts"] == sent
     assert pool["wait_dropped"] == 0 and pool["waiting"] == 0, pool
+    assert pool["waiting_max"] >= waiting, pool  # the high-water mark stays
     # Every connection got its NF; each whole one closed (the pause may cut
     # the last one short: that one ends idle).
     flows = wait_flows_gone(mgr, (sent + 3) // 4)
     assert flows["flows_closed"] == sent // 4, flows
     mgr.finish()
+
+
+def flags_by_connection(frames: list[bytes]) -> list[list[str]]:
+    """Each TCP connection's packets' flags, in the order they left."""
+    conns: dict[frozenset[tuple[str, int]], list[str]] = {}
+    for raw in frames:
+        ip = Ether(raw)[IP]
+        key = frozenset({(ip.src, ip[TCP].sport), (ip.dst, ip[TCP].dport)})
+        conns.setdefault(key, []).append(str(ip[TCP].flags))
+    return list(conns.values())
+
+
+def test_a_flow_that_got_its_nf_from_the_queue_keeps_its_order(
+    mgr: Manager, tmp_path: Path
+) -> None:
+    # Two NFs, pool_backlog_max 1, flows linger 300 ms: with the NFs stopped,
+    # connection A takes NF 1 (woken, not run: the backlog is full) and B's
+    # SYN and data wait in the queue. Let go, B's SYN takes NF 2, the last
+    # idle one (NF 1 is A's until A's linger ends). B's data must follow it
+    # now, and B's FIN, arriving after, must not pass it; without that, B's
+    # data waited 300 ms behind C's SYN and left after B's FINs.
+    out_pcap = tmp_path / "out.pcap"
+    cfg = gen_per_flow_config(mgr, instances=2, pool_backlog_max=1, pool_fallback="queue")
+    cfg["manager"]["flow_linger_ms"] = 300
+    cfg["ports"][1]["devargs"] = f"net_pcap1,tx_pcap={out_pcap}"
+    mgr.start(cfg)
+    with nfs_stopped(mgr):
+        # 20 packets/s: B's FIN comes 50 ms after its data, when the NFs run.
+        mgr.query("/squall/gen_rate,20")
+        mgr.wait_for(lambda: mgr.stats()["rx_pkts"] >= 6, 10, "A whole, B's SYN and data in")
+        waiting = mgr.query("/squall/pools")["s"]["waiting"]
+    sent = mgr.gen_send(16)  # four connections or more
+    mgr.wait_accounted(sent)
+    assert mgr.stats()["drop_pkts"] == 0, mgr.stats()["drops"]
+    assert waiting == 2, "B's SYN and data waited, B's FIN was not in yet"
+    wait_flows_gone(mgr, (sent + 3) // 4)
+    mgr.finish()
+    conns = flags_by_connection(pcaps.read_pcap(out_pcap))
+    a = conns[0]
+    assert len(a) == 4 and a[0] == "S", a  # the generator's order (A never waited)
+    # Every connection in that order (the pause may cut the last one short).
+    assert len(conns) >= 4 and all(c == a for c in conns[:-1]), conns
 
 
 def test_new_flows_leave_room_in_the_queue_for_the_packets_behind_them(mgr: Manager) -> None:
@@ -353,6 +396,7 @@ def test_new_flows_leave_room_in_the_queue_for_the_packets_behind_them(mgr: Mana
     pool, drops = mgr.query("/squall/pools")["s"], mgr.stats()["drops"]
     assert drops["pool_empty"] == pool["wait_dropped"] == (sent + 3) // 4 - 3, (drops, pool)
     assert drops["stray"] == sent - 12 - drops["pool_empty"], drops
+    assert 8 <= pool["waiting_max"] <= 10, pool  # two whole connections; never past the cap
     mgr.finish()
 
 
