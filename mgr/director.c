@@ -622,11 +622,11 @@ needs_nf(const struct director *d, const struct sq_cfg_rule *rule, const struct 
 }
 
 /* Waiting packets go on, oldest first, steered as if they arrived now
- * (their rx time stays: the wait counts in their latency), until one needs
- * an NF while the pool is empty or the NF core's backlog full. Packets of
- * flows that got their NF go on past that point too: held behind another
- * flow's SYN, they would send their NF to sleep between its packets. One
- * that must wait again goes back to the queue's end. */
+ * (their rx time stays: the wait counts in their latency), until the head
+ * needs an NF while the pool is empty or the NF core's backlog full. A head
+ * whose flow has its NF goes on regardless: had it waited for an idle NF,
+ * a later packet of its flow would have passed it. One that must wait
+ * again goes back to the queue's end. */
 static void
 drain_waiting(struct mgr *mgr, struct director *d)
 {

@@ -75,9 +75,14 @@ def trial(
     m.set_rate(rate)
     cpus0 = procstat.read_cpus()
     stalling = stall.start(stalls) if stalls else None
-    time.sleep(seconds)
-    if stalling is not None and stalling.wait(timeout=seconds) != 0:
-        raise RuntimeError(f"stalls {stalls}: the stalling process failed")
+    try:
+        time.sleep(seconds)
+        if stalling is not None and stalling.wait(timeout=seconds) != 0:
+            raise RuntimeError(f"stalls {stalls}: the stalling process failed")
+    finally:  # a SCHED_FIFO spinner must not outlive the trial
+        if stalling is not None and stalling.poll() is None:
+            stalling.kill()
+            stalling.wait()
     cpus1 = procstat.read_cpus()
     f1, s1, g1 = m.query("/squall/flows"), m.stats(), m.gen()
     t1 = time.monotonic()
