@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Dataplane benchmark (issue 2): 64 B packets from a synthetic source through
 chains of 1, 2 and 3 NFs in poll and sleep mode, next to the limit measured in
-the same run: the manager -> no-op -> manager ring round trip (bench/ring_limit).
-Also: an idle NF's private memory, and NF start-to-ready time over 100 starts.
+the same run: the manager -> no-op -> manager ring round trip (bench/ring_limit),
+and the floor of any 1-NF chain from this source: port -> ring -> no-op process
+-> ring -> port with real mbufs and nothing else (bench/chain_floor). Also: an
+idle NF's private memory, and NF start-to-ready time over 100 starts.
 
 Manager on core 0, NFs on core 1. Writes results/dataplane/<time>.json and a
 PNG. The published result (docs/results/dataplane.*) comes from the harness,
@@ -36,6 +38,7 @@ from squall.telemetry import Telemetry, TelemetryError  # noqa: E402
 
 MGR = ROOT / "build" / "mgr" / "squall-mgr"
 RING_LIMIT = ROOT / "build" / "bench" / "ring_limit"
+CHAIN_FLOOR = ROOT / "build" / "bench" / "chain_floor"
 TESTPMD = "dpdk-testpmd"
 TARGETS = {
     "ratio_1nf_sleep_vs_limit": ">= 0.70",
@@ -159,10 +162,44 @@ def run_chain(tmp: Path, mode: str, n_nfs: int, seconds: float, warm_s: float) -
     }
 
 
+def run_tool(cmd: list[str], seconds: float) -> str:
+    """Run a bench tool to its end, bounded: a tool whose no-op child spins on
+    a full ring after the parent stopped could hang, so it runs in its own
+    process group, all of which is killed after a timeout or on Ctrl-C."""
+    timeout = seconds + 30
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise RuntimeError(f"{shlex.join(cmd)}: no result after {timeout:g} s") from None
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    if proc.returncode != 0 or not out.startswith("mpps"):
+        raise RuntimeError(f"{shlex.join(cmd)} exited {proc.returncode}: {err.strip()}")
+    return out
+
+
 def ring_limit(seconds: float, touch: bool) -> tuple[float, str]:
+    """The issue's limit: pointers manager -> no-op -> manager, nothing else."""
     cmd = [str(RING_LIMIT), str(seconds), "0", "1", "32", "1024", "1" if touch else "0"]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    return float(out.split()[1]), shlex.join(cmd)
+    return float(run_tool(cmd, seconds).split()[1]), shlex.join(cmd)
+
+
+def chain_floor(seconds: float, touch: bool) -> tuple[float, str]:
+    """The floor of a 1-NF chain from this source: net_null rx -> ring -> no-op
+    process -> ring -> net_null tx with real mbufs, no parse, rule or counter.
+    squall-mgr does all of it and more, so its 1-NF chain stays under it."""
+    cmd = [str(CHAIN_FLOOR), str(seconds), "0", "1", "1" if touch else "0"]
+    out = run_tool(cmd, seconds).split()
+    if int(out[3]) != 0:  # the child's count must match: the memory is shared
+        raise RuntimeError(f"{shlex.join(cmd)}: {out[3]} packets unaccounted for")
+    return float(out[1]), shlex.join(cmd)
 
 
 def testpmd_io(seconds: float) -> tuple[float | None, str]:
@@ -211,16 +248,21 @@ def private_kb(pid: int) -> int:
     return kb
 
 
-def idle_nf_memory(tmp: Path) -> dict[str, Any]:
+def idle_nf_memory(tmp: Path, samples: int = 3) -> dict[str, Any]:
+    """An idle NF's private memory: the median of a few NFs, each alone under
+    a manager of its own (a lone NF shares no library page with a sibling;
+    one run here counted 208 KB where six others counted 144-152)."""
     name = "bench-mem"
-    m = Manager(name, config_yaml(name, "sleep", ["noop"], traffic=False), tmp)
-    try:
-        time.sleep(0.5)
-        nf = m.api.nfs()[0]
-        kb = private_kb(nf.pid)
-    finally:
-        m.stop()
-    return {"nf_private_kb": kb, "pid_state": nf.state}
+    kbs = []
+    for _ in range(samples):
+        m = Manager(name, config_yaml(name, "sleep", ["noop"], traffic=False), tmp)
+        try:
+            time.sleep(0.5)
+            nf = m.api.nfs()[0]
+            kbs.append(private_kb(nf.pid))
+        finally:
+            m.stop()
+    return {"nf_private_kb": int(statistics.median(kbs)), "samples_kb": kbs, "pid_state": nf.state}
 
 
 def nf_start_times(tmp: Path, n: int) -> list[float]:
@@ -268,6 +310,46 @@ def plot(results: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=100)
 
 
+def summarize(results: dict[str, Any], nf_private_kb: int, starts: list[float]) -> dict[str, float]:
+    """The named figures (DESIGN §10) from one run's samples: results has
+    "chains" ({mode, nfs, mpps}), "limit" and "floor" ({touch, mpps}) and
+    "testpmd" ({mpps}) lists."""
+
+    def med(rows: list[dict[str, Any]], **match: Any) -> float:
+        return statistics.median(
+            float(r["mpps"]) for r in rows if all(r[k] == v for k, v in match.items())
+        )
+
+    chains = results["chains"]
+    sleep1 = med(chains, mode="sleep", nfs=1)
+    limit, limit_touch = med(results["limit"], touch=False), med(results["limit"], touch=True)
+    s: dict[str, float] = {
+        "mpps_limit_ring_rtt": round(limit, 3),
+        "mpps_limit_ring_rtt_touch": round(limit_touch, 3),
+    }
+    for mode in ("poll", "sleep"):
+        for n in (1, 2, 3):
+            s[f"mpps_{n}nf_{mode}"] = round(med(chains, mode=mode, nfs=n), 3)
+    s["ratio_1nf_sleep_vs_limit"] = round(sleep1 / limit, 3)
+    s["ratio_1nf_sleep_vs_limit_touch"] = round(sleep1 / limit_touch, 3)
+    s["ratio_1nf_sleep_vs_1nf_poll"] = round(sleep1 / med(chains, mode="poll", nfs=1), 3)
+    if results["floor"]:
+        floor, floor_touch = med(results["floor"], touch=False), med(results["floor"], touch=True)
+        s["mpps_floor_1nf"] = round(floor, 3)
+        s["mpps_floor_1nf_touch"] = round(floor_touch, 3)
+        s["ratio_floor_1nf_vs_limit"] = round(floor / limit, 3)
+        s["ratio_1nf_sleep_vs_floor_touch"] = round(sleep1 / floor_touch, 3)
+    if results["testpmd"]:
+        tp = med(results["testpmd"])
+        s["mpps_testpmd_io_core0"] = round(tp, 3)
+        s["ratio_testpmd_io_vs_limit"] = round(tp / limit, 3)
+        s["ratio_1nf_sleep_vs_testpmd_io"] = round(sleep1 / tp, 3)
+    s["nf_private_kb"] = nf_private_kb
+    s["nf_start_ms_p50"] = round(statistics.median(starts), 3)
+    s["nf_start_ms_max"] = round(max(starts), 3)
+    return s
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="1 rep, 1 s points, 20 starts")
@@ -277,7 +359,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.quick:
         args.seconds, args.reps, args.starts = 1.0, 1, 20
-    for binary in (MGR, RING_LIMIT):
+    for binary in (MGR, RING_LIMIT, CHAIN_FLOOR):
         if not binary.exists():
             print(f"dataplane: {binary} missing: run `make build`", file=sys.stderr)
             return 2
@@ -291,6 +373,7 @@ def main() -> int:
         "machine": facts,
         "chains": [],
         "limit": [],
+        "floor": [],
         "testpmd": [],
     }
     with tempfile.TemporaryDirectory() as tmpdir:
@@ -301,6 +384,10 @@ def main() -> int:
                 results["limit"].append({"mpps": mpps, "touch": touch, "command": cmd})
                 what = "ring round trip + verdict" if touch else "ring round trip, bare"
                 print(f"rep {rep}: limit ({what:25}) {mpps:7.2f} Mpps")
+                mpps, cmd = chain_floor(args.seconds, touch)
+                results["floor"].append({"mpps": mpps, "touch": touch, "command": cmd})
+                what = "no-op reads, writes meta" if touch else "no-op, untouched"
+                print(f"rep {rep}: floor ({what:25}) {mpps:7.2f} Mpps")
             tp, cmd = testpmd_io(args.seconds)
             if tp is not None:
                 results["testpmd"].append({"mpps": tp, "command": cmd})
@@ -314,31 +401,7 @@ def main() -> int:
         starts = nf_start_times(tmp, args.starts)
     facts["loadavg_after"] = Path("/proc/loadavg").read_text().split()[:3]
 
-    def med(mode: str, n: int) -> float:
-        return statistics.median(
-            r["mpps"] for r in results["chains"] if r["mode"] == mode and r["nfs"] == n
-        )
-
-    limit = statistics.median(r["mpps"] for r in results["limit"] if not r["touch"])
-    limit_touch = statistics.median(r["mpps"] for r in results["limit"] if r["touch"])
-    summary: dict[str, float] = {
-        "mpps_limit_ring_rtt": round(limit, 3),
-        "mpps_limit_ring_rtt_touch": round(limit_touch, 3),
-    }
-    for mode in ("poll", "sleep"):
-        for n in (1, 2, 3):
-            summary[f"mpps_{n}nf_{mode}"] = round(med(mode, n), 3)
-    summary["ratio_1nf_sleep_vs_limit"] = round(med("sleep", 1) / limit, 3)
-    summary["ratio_1nf_sleep_vs_limit_touch"] = round(med("sleep", 1) / limit_touch, 3)
-    summary["ratio_1nf_sleep_vs_1nf_poll"] = round(med("sleep", 1) / med("poll", 1), 3)
-    if results["testpmd"]:
-        tp = statistics.median(r["mpps"] for r in results["testpmd"])
-        summary["mpps_testpmd_io_core0"] = round(tp, 3)
-        summary["ratio_testpmd_io_vs_limit"] = round(tp / limit, 3)
-        summary["ratio_1nf_sleep_vs_testpmd_io"] = round(med("sleep", 1) / tp, 3)
-    summary["nf_private_kb"] = mem["nf_private_kb"]
-    summary["nf_start_ms_p50"] = round(statistics.median(starts), 3)
-    summary["nf_start_ms_max"] = round(max(starts), 3)
+    summary = summarize(results, mem["nf_private_kb"], starts)
     results["nf_start_ms"] = starts
     results["summary"] = summary
     results["targets"] = TARGETS
@@ -348,7 +411,10 @@ def main() -> int:
         "verdict word in each 256 B object on the NF side and reads it on the manager side, "
         "as libsquall and squall-mgr do. Chains: net_null 64 B source, chains of squall-nf-fwd. "
         "testpmd io = dpdk-testpmd forwarding net_null0 -> net_null1 on core 0 with no NF and "
-        "no parsing: the most any program moves through that core from that source."
+        "no parsing: the most any program moves through that core from that source. "
+        "floor = bench/chain_floor: net_null rx -> ring -> no-op process -> ring -> net_null tx "
+        "with real mbufs and nothing else; '_touch': the no-op reads data_len and writes a "
+        "verdict in the metadata line, which the parent reads, the least any NF does."
     )
 
     stamp = time.strftime("%Y%m%dT%H%M%S")

@@ -210,6 +210,7 @@ struct mgr {
 	uint32_t *active;
 	uint32_t n_active;
 	uint64_t *tx_ready_seen; /* this round's copy of the region's tx-ready bitmap */
+	uint64_t *tx_more;       /* ours: NFs whose last drain took a whole burst */
 	size_t n_tx_ready_words;
 	struct rte_ring *activations;
 	struct director *dir; /* flow table and idle pools */
@@ -289,6 +290,8 @@ void mgr_steer_drop_held(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id,
 			 enum sq_drop cause);
 uint32_t mgr_steer_held(const struct mgr *mgr, const struct mgr_nf *nf);
 void mgr_drop(struct role_stats *st, enum sq_drop cause, struct rte_mbuf *pkt);
+void mgr_drop_bulk(struct role_stats *st, enum sq_drop cause, struct rte_mbuf **pkts,
+		   unsigned int n);
 
 /* wakeup.c */
 void mgr_wakeup_init_nf(struct mgr_nf *nf, const struct sq_cfg_wake *cfg);

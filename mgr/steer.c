@@ -57,6 +57,17 @@ mgr_drop(struct role_stats *st, enum sq_drop cause, struct rte_mbuf *pkt)
 	rte_pktmbuf_free(pkt);
 }
 
+/* A full ring's leftovers: one free call for the lot, as an overloaded NF
+ * makes this a per-burst event. */
+void
+mgr_drop_bulk(struct role_stats *st, enum sq_drop cause, struct rte_mbuf **pkts, unsigned int n)
+{
+	st->drops[cause] += n;
+	for (unsigned int i = 0; i < n; i++)
+		sq_pkt_meta(pkts[i])->owner = 0;
+	rte_pktmbuf_free_bulk(pkts, n);
+}
+
 /* Symmetric RSS (DESIGN §7): both directions of a flow pick one instance;
  * an instance that died is skipped, so only its flows move. */
 static struct mgr_nf *
@@ -67,6 +78,12 @@ pick_instance(struct mgr *mgr, uint16_t service, uint32_t flow_hash)
 
 	if (svc->n_nfs == 0)
 		return NULL;
+	/* One instance is the common case: skip the division (tens of cycles). */
+	if (svc->n_nfs == 1) {
+		struct mgr_nf *nf = &mgr->nfs[svc->first_nf];
+
+		return atomic_load_explicit(&nf->live, memory_order_relaxed) ? nf : NULL;
+	}
 	start = flow_hash % svc->n_nfs;
 	for (i = 0; i < svc->n_nfs; i++) {
 		struct mgr_nf *nf = &mgr->nfs[svc->first_nf + (start + i) % svc->n_nfs];
@@ -90,8 +107,9 @@ mgr_steer_flush_nf(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id)
 	for (unsigned int i = 0; i < stage->n; i++)
 		sq_pkt_meta(stage->pkts[i])->owner = nf_id + 1;
 	sent = rte_ring_enqueue_burst(nf->rx, (void **)stage->pkts, stage->n, NULL);
-	for (unsigned int i = sent; i < stage->n; i++)
-		mgr_drop(&role->stats, SQ_DROP_NF_RING_FULL, stage->pkts[i]);
+	if (unlikely(sent < stage->n))
+		mgr_drop_bulk(&role->stats, SQ_DROP_NF_RING_FULL, stage->pkts + sent,
+			      stage->n - sent);
 	stage->ring_full_pkts += stage->n - sent;
 	stage->n = 0;
 	stage->n_counted = 0;

@@ -89,10 +89,12 @@ mgr_tx_init(struct mgr *mgr)
 	mgr->active = calloc(n, sizeof(*mgr->active));
 	mgr->n_tx_ready_words = sq_tx_ready_words(n);
 	mgr->tx_ready_seen = calloc(mgr->n_tx_ready_words, sizeof(*mgr->tx_ready_seen));
+	mgr->tx_more = calloc(mgr->n_tx_ready_words, sizeof(*mgr->tx_more));
 	/* Each NF is in it at most once (the active flag), so it never fills. */
 	mgr->activations = rte_ring_create("sq_activations", rte_align32pow2(n + 1),
 					   rte_socket_id(), RING_F_SC_DEQ);
-	if (mgr->active == NULL || mgr->activations == NULL || mgr->tx_ready_seen == NULL) {
+	if (mgr->active == NULL || mgr->activations == NULL || mgr->tx_ready_seen == NULL ||
+	    mgr->tx_more == NULL) {
 		mgr_tx_free(mgr);
 		return -ENOMEM;
 	}
@@ -106,6 +108,8 @@ mgr_tx_free(struct mgr *mgr)
 	mgr->active = NULL;
 	free(mgr->tx_ready_seen);
 	mgr->tx_ready_seen = NULL;
+	free(mgr->tx_more);
+	mgr->tx_more = NULL;
 	rte_ring_free(mgr->activations);
 	mgr->activations = NULL;
 }
@@ -159,9 +163,10 @@ read_tx_ready(struct mgr *mgr)
 		mgr->tx_ready_seen[w] = atomic_load_explicit(&ready[w], memory_order_relaxed);
 }
 
-/* Had the NF put packets on its tx ring? Then clear its bit before the drain
- * (see return_pkts in lib/nf.c for the NF's side). Only NFs on the active
- * list clear theirs: a bit set by an NF whose activation the tx role has not
+/* Had the NF put packets on its tx ring, or did our last drain leave some?
+ * Then drain it; its bit, if set, is cleared before the drain (see
+ * return_pkts in lib/nf.c for the NF's side). Only NFs on the active list
+ * clear theirs: a bit set by an NF whose activation the tx role has not
  * taken yet stays for the round that has it. */
 static bool
 take_tx_ready(struct mgr *mgr, uint32_t id)
@@ -169,10 +174,24 @@ take_tx_ready(struct mgr *mgr, uint32_t id)
 	uint64_t bit = 1ull << (id % 64);
 
 	if ((mgr->tx_ready_seen[id / 64] & bit) == 0)
-		return false;
+		return (mgr->tx_more[id / 64] & bit) != 0;
 	atomic_fetch_and_explicit(&sq_region_tx_ready(mgr->region)[id / 64], ~bit,
 				  memory_order_seq_cst);
 	return true;
+}
+
+/* A drain takes one burst a round: a full one means more may wait. The mark
+ * is ours, not the region's bit: setting that would pull its line (which
+ * the NF writes after every burst) back and forth once more a round. */
+static void
+mark_more(struct mgr *mgr, uint32_t id, bool more)
+{
+	uint64_t bit = 1ull << (id % 64);
+
+	if (more)
+		mgr->tx_more[id / 64] |= bit;
+	else
+		mgr->tx_more[id / 64] &= ~bit;
 }
 
 static void
@@ -199,8 +218,10 @@ mgr_tx_drain_nf(struct mgr *mgr, struct mgr_nf *nf)
 	nf->deq_pkts += n;
 	/* The NF just wrote each verdict on its core: fetch all the lines at once
 	 * rather than miss on them one by one (the miss was 65% of tx's time). */
-	for (unsigned int i = 0; i < n; i++)
+	for (unsigned int i = 0; i < n; i++) {
 		rte_prefetch0(sq_pkt_meta(pkts[i]));
+		rte_prefetch0(pkts[i]); /* pkt_len, for the port's byte count */
+	}
 	for (unsigned int i = 0; i < n; i++)
 		carry_out(mgr, &mgr->tx, pkts[i]);
 	return n;
@@ -238,9 +259,7 @@ mgr_tx_poll(struct mgr *mgr)
 		nf = &mgr->nfs[mgr->active[i]];
 		n = mgr_tx_drain_nf(mgr, nf);
 		moved += n;
-		if (n == SQ_NF_BURST_MAX) /* a round takes a burst: more may wait */
-			atomic_fetch_or_explicit(&sq_region_tx_ready(mgr->region)[nf->id / 64],
-						 1ull << (nf->id % 64), memory_order_relaxed);
+		mark_more(mgr, nf->id, n == SQ_NF_BURST_MAX);
 		if (try_deactivate(mgr, nf))
 			mgr->active[i] = mgr->active[--mgr->n_active];
 		else

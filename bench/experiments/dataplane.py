@@ -5,12 +5,9 @@ format (raw samples, commands, machine facts, figures)."""
 from __future__ import annotations
 
 import importlib.util
-import os
-import shlex
-import signal
-import statistics
-import subprocess
+from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from squall.bench.experiment import Context, Experiment, Figure, Series, rounded, spread
 from squall.bench.paths import ROOT
@@ -27,51 +24,28 @@ def _script() -> ModuleType:
     return mod
 
 
-def ring_limit(dp: ModuleType, seconds: float, touch: bool) -> tuple[float, str]:
-    """bench/dataplane.py's ring_limit(), bounded: the tool can hang (its no-op
-    child spins on a full tx ring after the parent stopped draining it), so it
-    runs in its own process group, all of which is killed after a timeout."""
-    cmd = [str(dp.RING_LIMIT), str(seconds), "0", "1", "32", "1024", "1" if touch else "0"]
-    timeout = seconds + 30
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise RuntimeError(f"{shlex.join(cmd)}: no result after {timeout:g} s") from None
-    except BaseException:  # Ctrl-C, SIGTERM: nothing of it may outlive the run
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise
-    if proc.returncode != 0 or not out.startswith("mpps"):
-        raise RuntimeError(f"{shlex.join(cmd)} exited {proc.returncode}: {err.strip()}")
-    return float(out.split()[1]), shlex.join(cmd)
-
-
 def run(ctx: Context) -> None:
     dp = _script()
     seconds = ctx.param("seconds", 3.0, 1.0)
     starts = ctx.param("starts", 100, 20)
-    for binary in (dp.MGR, dp.RING_LIMIT):
+    for binary in (dp.MGR, dp.RING_LIMIT, dp.CHAIN_FLOOR):
         if not binary.exists():
             raise RuntimeError(f"{binary} missing: run `make build`")
-    chains: list[dict[str, object]] = []
-    limits: dict[bool, list[float]] = {False: [], True: []}
-    testpmd: list[float] = []
+    runs: dict[str, list[dict[str, Any]]] = {"chains": [], "limit": [], "floor": [], "testpmd": []}
+    chains = runs["chains"]
     for rep in range(ctx.reps):
         for touch in (False, True):
-            mpps, cmd = ring_limit(dp, seconds, touch)
-            limits[touch].append(mpps)
-            ctx.command(cmd, what="ring_limit")
-            ctx.sample("limit", rep=rep, touch=touch, mpps=mpps)
+            for what, tool in (("limit", dp.ring_limit), ("floor", dp.chain_floor)):
+                mpps, cmd = tool(seconds, touch)
+                runs[what].append({"touch": touch, "mpps": mpps})
+                ctx.command(cmd, what=Path(cmd.split()[0]).name)
+                ctx.sample(what, rep=rep, touch=touch, mpps=mpps)
+                ctx.log(f"rep {rep}: {what}{' touch' if touch else ''} {mpps:.2f} Mpps")
         tp, cmd = dp.testpmd_io(seconds)
         if tp is None:
             ctx.unavailable["testpmd"] = f"{cmd}: no rate (dpdk-testpmd missing or silent)"
         else:
-            testpmd.append(tp)
+            runs["testpmd"].append({"mpps": tp})
             ctx.command(cmd, what="dpdk-testpmd")
             ctx.sample("testpmd_io", rep=rep, mpps=tp)
             ctx.log(f"rep {rep}: testpmd io on core 0 {tp:.2f} Mpps")
@@ -87,29 +61,10 @@ def run(ctx: Context) -> None:
     ctx.sample("idle_nf", **mem)
     ctx.sample("nf_start_ms", values=start_ms)
 
-    def med(mode: str, n: int) -> float:
-        return statistics.median(
-            float(str(r["mpps"])) for r in chains if r["mode"] == mode and r["nfs"] == n
-        )
-
-    limit, limit_touch = statistics.median(limits[False]), statistics.median(limits[True])
-    s = ctx.summary
-    s["mpps_limit_ring_rtt"] = rounded(limit)
-    s["mpps_limit_ring_rtt_touch"] = rounded(limit_touch)
-    for mode in ("poll", "sleep"):
-        for n in (1, 2, 3):
-            s[f"mpps_{n}nf_{mode}"] = rounded(med(mode, n))
-    s["ratio_1nf_sleep_vs_limit"] = rounded(med("sleep", 1) / limit)
-    s["ratio_1nf_sleep_vs_limit_touch"] = rounded(med("sleep", 1) / limit_touch)
-    s["ratio_1nf_sleep_vs_1nf_poll"] = rounded(med("sleep", 1) / med("poll", 1))
-    if testpmd:
-        tp = statistics.median(testpmd)
-        s["mpps_testpmd_io_core0"] = rounded(tp)
-        s["ratio_testpmd_io_vs_limit"] = rounded(tp / limit)
-        s["ratio_1nf_sleep_vs_testpmd_io"] = rounded(med("sleep", 1) / tp)
-    s["nf_private_kb"] = mem["nf_private_kb"]
-    s["nf_start_ms_p50"] = rounded(statistics.median(start_ms))
-    s["nf_start_ms_max"] = rounded(max(start_ms))
+    ctx.summary.update(
+        {k: rounded(v) for k, v in dp.summarize(runs, mem["nf_private_kb"], start_ms).items()}
+    )
+    limit = ctx.summary["mpps_limit_ring_rtt"]
 
     ser = []
     for mode, style in (("poll", "-o"), ("sleep", "-s")):
@@ -128,9 +83,18 @@ def run(ctx: Context) -> None:
             )
         )
     ser.append(Series("limit: ring round trip, no-op", [1, 2, 3], [limit] * 3, style="--"))
-    if testpmd:
-        tp = statistics.median(testpmd)
+    ser.append(
+        Series("target: 70% of the limit", [1, 2, 3], [0.7 * limit] * 3, style="--", color="red")
+    )
+    if runs["testpmd"]:
+        tp = ctx.summary["mpps_testpmd_io_core0"]
         ser.append(Series("testpmd io on core 0, no NF", [1, 2, 3], [tp] * 3, style=":"))
+    for key, label, style in (
+        ("mpps_floor_1nf", "floor: rx, ring, no-op, ring, tx", "-."),
+        ("mpps_floor_1nf_touch", "floor, no-op touches each packet", "v-."),
+    ):
+        if key in ctx.summary:
+            ser.append(Series(label, [1, 2, 3], [ctx.summary[key]] * 3, style=style))
     ctx.figure(
         Figure(
             "chains",
@@ -152,8 +116,10 @@ EXPERIMENT = Experiment(
         "bench/dataplane.py's measurements: 64 B frames from a net_null port at full speed "
         "through chains of 1, 2 and 3 squall-nf-fwd in poll and sleep mode (the rate that "
         "leaves, whatever is dropped), next to bench/ring_limit (manager -> no-op -> manager "
-        "through two rings) and dpdk-testpmd in io mode from the same source on core 0 (no NF, "
-        "no parsing: the most that core forwards); an idle NF's private memory; NF "
+        "through two rings), bench/chain_floor (the same with real mbufs from and to net_null "
+        "ports: the least any manager does) and dpdk-testpmd in io mode from the same source "
+        "on core 0 (no NF, no parsing: the most that core forwards); an idle NF's private "
+        "memory; NF "
         "start-to-ready time."
     ),
     run=run,

@@ -133,7 +133,10 @@ def test_chain_on_one_core_keeps_up_with_a_steady_rate(mgr: Manager) -> None:
     # the packets with the spin's yield taken out. A stall of the whole core
     # (the hypervisor took 15% of it during test runs here) drops at the
     # chain's entry instead, up to 25%, so the total is bounded loosely.
-    assert nfs["b#0"]["ring_full_drops"] <= 0.005 * sent, (st, nfs)
+    # A stall can land while b waits its turn, too: 0.5-0.7% at b's ring
+    # (3,211 and 4,441 packets) in 2 of 30 runs here, so b's bound is 1%,
+    # still well under the starved hop's 4-11%.
+    assert nfs["b#0"]["ring_full_drops"] <= 0.01 * sent, (st, nfs)
     assert st["tx_pkts"] >= 0.5 * sent, (st, nfs)
     assert sum(nf["spin_yields"] for nf in nfs.values()) > 0, nfs
     mgr.finish()
