@@ -85,9 +85,11 @@ usage(FILE *f)
 		"  -h, --help          this text\n"
 		"  --version           print the version\n"
 		"\n"
-		"EAL-ARGS go to DPDK as they are; the defaults are -l 0 --in-memory\n"
-		"--file-prefix squall-NAME (NAME is manager.name), --no-huge if no hugepages\n"
-		"are free. Give two lcores (e.g. -- -l 0,2) to run rx on its own lcore.\n"
+		"EAL-ARGS go to DPDK after the defaults: -l 0 --in-memory\n"
+		"--file-prefix squall-NAME (NAME is manager.name), or --no-huge -m512 if no\n"
+		"hugepages are free; --no-pci, or -a ADDR for each port given by its PCI\n"
+		"address; --log-level=pmd.net.pcap:warning. Give two lcores (e.g. -- -l 0,2)\n"
+		"to run rx on its own lcore.\n"
 		"\n"
 		"Exit status: 0 ok, 1 failed at run time (or mbufs leaked), 2 bad arguments or\n"
 		"config.\n",
@@ -141,9 +143,7 @@ parse_args(int argc, char **argv, struct options *o)
 			}
 			break;
 		case 'h': usage(stdout); exit(EXIT_OK);
-		case 'V':
-			printf("squall-mgr %s (DPDK %s)\n", SQ_VERSION, rte_version());
-			exit(EXIT_OK);
+		case 'V': printf("squall-mgr %s (%s)\n", SQ_VERSION, rte_version()); exit(EXIT_OK);
 		default: usage(stderr); return -EINVAL;
 		}
 	}
@@ -204,7 +204,7 @@ init_eal(const struct options *o, const struct sq_config *cfg, const char *prog)
 			args[n++] = "-m512";
 		}
 	}
-	args[n++] = "--no-pci";
+	n = mgr_ports_eal_args(cfg, args, n, MAX_EAL_ARGS - 2);
 	args[n++] = "--log-level=pmd.net.pcap:warning";
 	for (int i = 0; i < o->eal_argc && n < MAX_EAL_ARGS - 1; i++)
 		args[n++] = o->eal_argv[i];

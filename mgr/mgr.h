@@ -244,6 +244,7 @@ int mgr_region_alloc_ring(struct mgr *mgr, const char *name, uint32_t slots, uns
 
 /* ports.c */
 int mgr_ports_init(struct mgr *mgr, char *err, size_t err_len);
+int mgr_ports_eal_args(const struct sq_config *cfg, char **args, int n, int max);
 void mgr_ports_close(struct mgr *mgr);
 
 /* rx.c */

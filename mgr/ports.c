@@ -10,6 +10,7 @@
 #include <rte_bus.h>
 #include <rte_dev.h>
 #include <rte_ethdev.h>
+#include <rte_pci.h>
 
 #include "mgr.h"
 
@@ -29,6 +30,42 @@ static bool
 is_vdev(const char *name)
 {
 	return strncmp(name, "net_", 4) == 0 || strncmp(name, "eth_", 4) == 0;
+}
+
+/* A NIC given by its PCI address ("0000:01:00.0" or "01:00.0", then any
+ * driver arguments after a comma). */
+static bool
+is_pci(const char *devargs)
+{
+	char name[RTE_DEV_NAME_MAX_LEN];
+	struct rte_pci_addr addr;
+
+	devargs_name(devargs, name, sizeof(name));
+	return rte_pci_addr_parse(name, &addr) == 0;
+}
+
+/* EAL's PCI arguments. Without a PCI port, --no-pci: EAL then neither scans
+ * nor takes any NIC. With one, an allow-list of exactly the configured NICs
+ * (with their driver arguments), probed by EAL at start: nothing else on
+ * the bus is touched. @return the new argument count. */
+int
+mgr_ports_eal_args(const struct sq_config *cfg, char **args, int n, int max)
+{
+	bool pci = false;
+
+	for (uint16_t p = 0; p < cfg->n_ports; p++)
+		for (uint16_t a = 0; a < cfg->ports[p].n_devargs; a++) {
+			char *devargs = (char *)(uintptr_t)cfg->ports[p].devargs[a];
+
+			if (!is_pci(devargs) || n + 2 > max)
+				continue;
+			args[n++] = "-a";
+			args[n++] = devargs;
+			pci = true;
+		}
+	if (!pci && n < max)
+		args[n++] = "--no-pci";
+	return n;
 }
 
 static void
@@ -70,13 +107,18 @@ try_devargs(struct mgr *mgr, const struct sq_cfg_port *cp, const char *devargs, 
 	char name[RTE_DEV_NAME_MAX_LEN];
 	int ret;
 
-	ret = rte_dev_probe(devargs);
-	if (ret < 0)
-		return ret;
 	devargs_name(devargs, name, sizeof(name));
-	ret = rte_eth_dev_get_port_by_name(name, port_id);
-	if (ret < 0)
-		goto out_unprobe;
+	/* A NIC on EAL's allow-list was probed at start (mgr_ports_eal_args);
+	 * one that is absent, or bound to no DPDK driver, was not: probing it
+	 * again says why. */
+	if (!is_pci(devargs) || rte_eth_dev_get_port_by_name(name, port_id) < 0) {
+		ret = rte_dev_probe(devargs);
+		if (ret < 0)
+			return ret;
+		ret = rte_eth_dev_get_port_by_name(name, port_id);
+		if (ret < 0)
+			goto out_unprobe;
+	}
 	ret = setup_queues(mgr, *port_id, cp);
 	if (ret < 0) {
 		rte_eth_dev_close(*port_id);

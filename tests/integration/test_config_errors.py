@@ -74,6 +74,15 @@ CASES = [
         lines=(8, 9),
         check_finds_it=False,
     ),
+    # A NIC by its PCI address, and no such device on the bus.
+    Case(
+        "port-pci-absent",
+        9,
+        '    devargs: "0000:00:1f.7"',
+        r"ports|devargs",
+        lines=(8, 9),
+        check_finds_it=False,
+    ),
 ]
 
 
@@ -135,3 +144,31 @@ def test_help(mgr: Manager, tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     for opt in ("--nf-path", "--exit-stats", "--run-s", "--idle-exit-ms", "--check", "-q"):
         assert opt in r.stdout + r.stderr, opt
+
+
+def _pci_device_not_a_nic() -> str | None:
+    """A PCI device of this machine that is no network device (so no DPDK
+    driver takes it): the balloon or disk of a VM."""
+    root = Path("/sys/bus/pci/devices")
+    for dev in sorted(root.iterdir()) if root.is_dir() else []:
+        cls = (dev / "class").read_text().strip()
+        if not cls.startswith("0x02") and not cls.startswith("0x06"):  # not a NIC or bridge
+            return dev.name
+    return None
+
+
+def test_a_pci_port_is_looked_for_on_the_bus(mgr: Manager, tmp_path: Path) -> None:
+    """A port given by its PCI address makes EAL scan the PCI bus (it runs
+    with --no-pci otherwise), allowed to take that device only. An existing
+    device that no DPDK driver takes is then found but not attached, which
+    is an error naming the field; with the bus off it would be "No such
+    device". Nothing here has a NIC to take the good path."""
+    addr = _pci_device_not_a_nic()
+    if addr is None:
+        pytest.skip("no PCI device on this machine")
+    lines = _config(mgr, tmp_path, None).splitlines()
+    lines[8] = f'    devargs: "{addr}"'
+    r = mgr.run_to_exit("\n".join(lines) + "\n", "-q")
+    assert r.returncode == 2, f"exit {r.returncode}, stderr:\n{r.stderr}"
+    assert re.search(rf"ports\[0\]\.devargs: DPDK rejected \"{addr}\"", r.stderr), r.stderr
+    assert "No such device" not in r.stderr, r.stderr

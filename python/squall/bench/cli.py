@@ -136,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="change a parameter (the result's params list them), e.g. --set sizes=64,128",
+        help="change a parameter (the result's params list them), e.g. --set sizes=64b,128b",
     )
     p.add_argument(
         "--systems",
