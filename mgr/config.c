@@ -1036,6 +1036,9 @@ get_sizes(struct ctx *c, const yaml_node_t *node, const char *base, struct sq_cf
 {
 	char field[64];
 	unsigned int i, n = 0;
+	/* A frame (FCS excluded) must fit in an mbuf after its headroom. */
+	uint32_t fits = c->cfg->mbuf_data_room - RTE_PKTMBUF_HEADROOM + 4;
+	uint16_t max = (uint16_t)RTE_MIN(1518u, fits);
 	int ret;
 
 	gen->sizes[0] = 64;
@@ -1045,7 +1048,7 @@ get_sizes(struct ctx *c, const yaml_node_t *node, const char *base, struct sq_cf
 	ret = get_seq(c, node, base, "sizes", 1, SQ_MAX_GEN_SIZES, &n);
 	for (i = 0; ret == 0 && i < n; i++) {
 		snprintf(field, sizeof(field), "sizes[%u]", i);
-		ret = get_u16(c, seq_item(c, node, i), base, field, 64, 1518, &gen->sizes[i]);
+		ret = get_u16(c, seq_item(c, node, i), base, field, 64, max, &gen->sizes[i]);
 		gen->n_sizes = (uint16_t)(i + 1);
 	}
 	return ret;

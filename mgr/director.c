@@ -359,6 +359,33 @@ backlog_full(const struct mgr *mgr, uint16_t service)
 						memory_order_relaxed) >= (int32_t)max;
 }
 
+/* The first live instance of @service from @from on (started ones only, in
+ * turn): round-robin and the rss fallback must not hand a flow to an NF that
+ * died, whose ring nobody empties any more. UINT32_MAX if none is live. */
+static uint32_t
+live_instance(const struct mgr *mgr, uint16_t service, uint32_t from)
+{
+	const struct mgr_service *svc = &mgr->services[service];
+	uint32_t n = RTE_MAX(mgr->dir->pools[service].started, 1u);
+
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t id = svc->first_nf + (from + i) % n;
+
+		if (atomic_load_explicit(&mgr->nfs[id].live, memory_order_relaxed))
+			return id;
+	}
+	return UINT32_MAX;
+}
+
+/* A flow that cannot have all its hops gives back the pool NFs it took. */
+static void
+undo_hops(struct director *d, const struct flow *f, const struct sq_cfg_chain *chain, uint16_t h)
+{
+	while (h-- > 0)
+		if (f->nf[h] < UINT32_MAX / 2)
+			pool_push(&d->pools[chain->services[h]], f->nf[h]);
+}
+
 /* Give the new flow an NF for each hop. @return SQ_DROP_MAX, or the drop
  * cause; *empty names the service whose pool was empty. */
 static int
@@ -372,13 +399,13 @@ assign_nfs(struct mgr *mgr, struct director *d, struct flow *f, const struct sq_
 	for (h = 0; h < chain->n_hops; h++) {
 		uint16_t s = chain->services[h];
 		struct pool *p = &d->pools[s];
-		const struct mgr_service *svc = &mgr->services[s];
 		uint32_t id;
 
 		if (rule->assign == SQ_ASSIGN_ROUND_ROBIN) {
-			uint32_t n = RTE_MAX(p->started, 1u);
-
-			f->nf[h] = svc->first_nf + d->rr_next[s]++ % n;
+			id = live_instance(mgr, s, d->rr_next[s]++);
+			if (id == UINT32_MAX)
+				goto out_no_nf;
+			f->nf[h] = id;
 			continue;
 		}
 		if (!backlog_full(mgr, s) && pool_pop(mgr, p, &id)) {
@@ -392,14 +419,18 @@ assign_nfs(struct mgr *mgr, struct director *d, struct flow *f, const struct sq_
 		if (mgr->cfg->services[s].pool_fallback != SQ_FALLBACK_RSS)
 			goto out_undo;
 		/* Share a busy NF: marked so that its end does not release it. */
-		f->nf[h] = UINT32_MAX - (svc->first_nf + hash % RTE_MAX(p->started, 1u));
+		id = live_instance(mgr, s, hash);
+		if (id == UINT32_MAX)
+			goto out_no_nf;
+		f->nf[h] = UINT32_MAX - id;
 	}
 	return SQ_DROP_MAX;
 
+out_no_nf:
+	undo_hops(d, f, chain, h);
+	return SQ_DROP_NO_NF;
 out_undo:
-	while (h-- > 0)
-		if (f->nf[h] < UINT32_MAX / 2)
-			pool_push(&d->pools[chain->services[h]], f->nf[h]);
+	undo_hops(d, f, chain, h);
 	return SQ_DROP_POOL_EMPTY;
 }
 

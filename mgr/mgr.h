@@ -36,7 +36,7 @@ extern int sq_logtype_mgr;
 	_(NF_RING_FULL, nf_ring_full, "nf rx ring full")                \
 	_(NF_VERDICT, nf_verdict, "nf returned drop")                   \
 	_(PORT_TX_FULL, port_tx_full, "port tx queue full")             \
-	_(BAD_VERDICT, bad_verdict, "verdict names no port or service") \
+	_(BAD_VERDICT, bad_verdict, "verdict or metadata out of range") \
 	_(NF_DIED, nf_died, "queued for an nf that died")               \
 	_(OVERSIZE, oversize, "frame larger than the port accepts")     \
 	_(HOP_LIMIT, hop_limit, "too many nf hops (loop)")              \

@@ -33,14 +33,22 @@ verdict_next(struct mgr *mgr, struct role_ctx *role, struct rte_mbuf *pkt, struc
 
 	meta->hop++;
 	if (meta->hop < chain->n_hops) {
+		/* An NF that sets its packets' hop back would loop them. */
+		if (unlikely(meta->nf_visits >= SQ_MAX_VISITS)) {
+			mgr_drop(&role->stats, SQ_DROP_HOP_LIMIT, pkt);
+			return;
+		}
+		uint16_t service = chain->services[meta->hop];
 		struct mgr_nf *nf = meta->flow_id != 0
 					    ? mgr_director_flow_nf(mgr, meta->flow_id, meta->hop)
 					    : NULL;
 
-		if (nf != NULL)
+		/* A flow's NF of another service: its slot was reused while
+		 * this packet was away (a TO detour); the hop's service decides. */
+		if (nf != NULL && nf->service == service)
 			mgr_steer_to_nf(mgr, role, nf, pkt);
 		else
-			mgr_steer_to_service(mgr, role, chain->services[meta->hop], pkt);
+			mgr_steer_to_service(mgr, role, service, pkt);
 		return;
 	}
 	/* Each hop's libsquall counts itself in nf_visits: a mismatch means a
@@ -51,6 +59,18 @@ verdict_next(struct mgr *mgr, struct role_ctx *role, struct rte_mbuf *pkt, struc
 	mgr_steer_to_port(mgr, role, meta->out_port, pkt);
 }
 
+/* An NF can write every byte of the metadata, and the manager indexes its
+ * own tables with these fields: a stray write in an NF must cost that
+ * packet (a bad_verdict drop), never the manager. Fields as rx set them. */
+static bool
+meta_in_range(const struct mgr *mgr, const struct sq_pkt_meta *meta)
+{
+	const struct sq_config *cfg = mgr->cfg;
+
+	return meta->chain < cfg->n_chains && meta->hop < cfg->chains[meta->chain].n_hops &&
+	       meta->out_port < mgr->n_ports && meta->flow_id <= cfg->max_flows;
+}
+
 static void
 carry_out(struct mgr *mgr, struct role_ctx *role, struct rte_mbuf *pkt)
 {
@@ -58,6 +78,10 @@ carry_out(struct mgr *mgr, struct role_ctx *role, struct rte_mbuf *pkt)
 	uint16_t arg = meta->verdict & 0xffff;
 
 	meta->owner = 0;
+	if (unlikely(!meta_in_range(mgr, meta))) {
+		mgr_drop(&role->stats, SQ_DROP_BAD_VERDICT, pkt);
+		return;
+	}
 	switch (meta->verdict >> 16) {
 	case SQ_VERDICT_NEXT: verdict_next(mgr, role, pkt, meta); return;
 	case SQ_VERDICT_DROP: mgr_drop(&role->stats, SQ_DROP_NF_VERDICT, pkt); return;

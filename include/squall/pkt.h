@@ -72,4 +72,19 @@ sq_pkt_meta(struct rte_mbuf *pkt)
 	return (struct sq_pkt_meta *)((char *)pkt + sizeof(struct rte_mbuf));
 }
 
+struct rte_ipv4_hdr;
+
+/* The packet's IPv4 header, after any VLAN or QinQ tags, or NULL if it is
+ * not IPv4. The manager parsed the frame once on receipt: packet_type and
+ * l2_len are its findings, and an IPv4 header it let through is whole
+ * (version, IHL and total length checked against the data). Reading the
+ * EtherType at offset 12 instead would take a tagged frame for non-IP. */
+static inline struct rte_ipv4_hdr *
+sq_pkt_ipv4(struct rte_mbuf *pkt)
+{
+	if (!RTE_ETH_IS_IPV4_HDR(pkt->packet_type) || pkt->data_len < pkt->l2_len + 20u)
+		return NULL;
+	return rte_pktmbuf_mtod_offset(pkt, struct rte_ipv4_hdr *, pkt->l2_len);
+}
+
 #endif /* SQUALL_PKT_H */

@@ -96,16 +96,15 @@ static sq_verdict_t
 firewall_pkt(struct rte_mbuf *pkt, void *arg)
 {
 	struct firewall *fw = arg;
-	const struct rte_ether_hdr *eth = rte_pktmbuf_mtod(pkt, const struct rte_ether_hdr *);
-	uint32_t len = rte_pktmbuf_data_len(pkt);
+	const struct rte_ipv4_hdr *ip = sq_pkt_ipv4(pkt);
 	enum fw_action action;
 	struct fw_key key;
 	int idx;
 
-	if (unlikely(len < sizeof(*eth) ||
-		     eth->ether_type != rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4) ||
-		     fw_key_from_ipv4((const struct rte_ipv4_hdr *)(eth + 1),
-				      len - (uint32_t)sizeof(*eth), &key) < 0)) {
+	/* sq_pkt_ipv4 looks past VLAN tags: a tag must not slip a frame past
+	 * the rules to the default action. */
+	if (unlikely(ip == NULL ||
+		     fw_key_from_ipv4(ip, rte_pktmbuf_data_len(pkt) - pkt->l2_len, &key) < 0)) {
 		sq_nf_counter_add(fw->nf, fw->not_ipv4_ctr, 1);
 		action = fw->rules.dflt;
 	} else {

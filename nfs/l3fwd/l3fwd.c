@@ -106,12 +106,10 @@ static sq_verdict_t
 l3fwd_pkt(struct rte_mbuf *pkt, void *arg)
 {
 	struct l3fwd *l3 = arg;
-	struct rte_ether_hdr *eth = rte_pktmbuf_mtod(pkt, struct rte_ether_hdr *);
-	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(eth + 1);
+	struct rte_ipv4_hdr *ip = sq_pkt_ipv4(pkt); /* after any VLAN tags */
 	int nh;
 
-	if (unlikely(rte_pktmbuf_data_len(pkt) < sizeof(*eth) + sizeof(*ip) ||
-		     eth->ether_type != rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4))) {
+	if (unlikely(ip == NULL)) {
 		sq_nf_counter_add(l3->nf, l3->not_ipv4_ctr, 1);
 		return SQ_NEXT;
 	}

@@ -166,3 +166,11 @@ def fnv1a32(data: bytes) -> int:
 def sig_sum(frames: Iterable[bytes]) -> int:
     """What squall-nf-sig's sig_sum counter should read after seeing frames."""
     return sum(fnv1a32(f[:SIG_BYTES]) for f in frames) & 0xFFFFFFFFFFFFFFFF
+
+
+def pcap_ports(in_pcap: str | os.PathLike[str], out_pcap: str | os.PathLike[str]) -> list[dict]:
+    """Config ports "in" (replays in_pcap once) and "out" (writes out_pcap)."""
+    return [
+        {"name": "in", "devargs": f"net_pcap0,rx_pcap={in_pcap}"},
+        {"name": "out", "devargs": f"net_pcap1,tx_pcap={out_pcap}"},
+    ]

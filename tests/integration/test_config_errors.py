@@ -172,3 +172,16 @@ def test_a_pci_port_is_looked_for_on_the_bus(mgr: Manager, tmp_path: Path) -> No
     assert r.returncode == 2, f"exit {r.returncode}, stderr:\n{r.stderr}"
     assert re.search(rf"ports\[0\]\.devargs: DPDK rejected \"{addr}\"", r.stderr), r.stderr
     assert "No such device" not in r.stderr, r.stderr
+
+
+def test_generator_frames_must_fit_the_mbufs(mgr: Manager, tmp_path: Path) -> None:
+    """With 512-byte mbufs (384 after the headroom), a 1518-byte generator
+    frame would be written past its buffer: the config is refused."""
+    lines = _config(mgr, tmp_path, None).splitlines()
+    lines.insert(5, "  mbuf_data_room: 512")  # after stats_interval_ms (line 5)
+    text = "\n".join(lines) + "\ngenerator: {port: in, rate_pps: 10, sizes: [64, 1518]}\n"
+    r = mgr.run_to_exit(text, "--check")
+    assert r.returncode == 2, f"exit {r.returncode}, stderr:\n{r.stderr}"
+    assert re.search(r":\d+: generator\.sizes\[1\]: .*from 64 to 388", r.stderr), r.stderr
+    r = mgr.run_to_exit(text.replace("1518", "388"), "--check")
+    assert r.returncode == 0, r.stderr
