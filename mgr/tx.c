@@ -31,13 +31,13 @@ verdict_next(struct mgr *mgr, struct role_ctx *role, struct rte_mbuf *pkt, struc
 {
 	const struct sq_cfg_chain *chain = &mgr->cfg->chains[meta->chain];
 
+	/* An NF that sets its packets' hop back would loop them. */
+	if (unlikely(meta->nf_visits >= SQ_MAX_VISITS)) {
+		mgr_drop(&role->stats, SQ_DROP_HOP_LIMIT, pkt);
+		return;
+	}
 	meta->hop++;
 	if (meta->hop < chain->n_hops) {
-		/* An NF that sets its packets' hop back would loop them. */
-		if (unlikely(meta->nf_visits >= SQ_MAX_VISITS)) {
-			mgr_drop(&role->stats, SQ_DROP_HOP_LIMIT, pkt);
-			return;
-		}
 		uint16_t service = chain->services[meta->hop];
 		struct mgr_nf *nf = meta->flow_id != 0
 					    ? mgr_director_flow_nf(mgr, meta->flow_id, meta->hop)

@@ -119,8 +119,7 @@ EXPERIMENT = Experiment(
         "through two rings), bench/chain_floor (the same with real mbufs from and to net_null "
         "ports: the least any manager does) and dpdk-testpmd in io mode from the same source "
         "on core 0 (no NF, no parsing: the most that core forwards); an idle NF's private "
-        "memory; NF "
-        "start-to-ready time."
+        "memory; NF start-to-ready time."
     ),
     run=run,
     summary_keys=("ratio_1nf_sleep_vs_limit", "nf_private_kb", "nf_start_ms_p50"),
