@@ -263,6 +263,8 @@ emit_chains(struct out *o, const struct sq_config *cfg)
 	for (uint16_t i = 0; i < cfg->n_chains; i++) {
 		const struct sq_cfg_chain *ch = &cfg->chains[i];
 
+		if (ch->n_hops == 0) /* a free slot of a running config */
+			continue;
 		map_start(o, false);
 		kv(o, "name", ch->name);
 		scalar(o, "services");

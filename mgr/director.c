@@ -1077,3 +1077,49 @@ mgr_director_pool_stats(const struct mgr *mgr, uint16_t service, struct pool_sta
 	ps->waited = p->wait.queued;
 	ps->wait_dropped = p->wait.dropped;
 }
+
+/* A rule the new config has too, by what it matches and where it sends. */
+static int
+same_rule_index(const struct sq_config *cfg, const struct sq_cfg_rule *r)
+{
+	for (uint16_t i = 0; i < cfg->n_rules; i++) {
+		const struct sq_cfg_rule *n = &cfg->rules[i];
+
+		if (n->in_port == r->in_port && n->has_dst_mac == r->has_dst_mac &&
+		    (!r->has_dst_mac || rte_is_same_ether_addr(&n->dst_mac, &r->dst_mac)) &&
+		    n->chain == r->chain && n->out_port == r->out_port && n->assign == r->assign &&
+		    n->nf_priority == r->nf_priority)
+			return i;
+	}
+	return -1;
+}
+
+/* Packets waiting for an idle NF name their rule by its index: give them the
+ * index of the same rule in the new config, or drop them (counted) when
+ * their rule is gone. Runs on the rx lcore, between rounds. */
+void
+mgr_director_rules_changed(struct mgr *mgr, const struct sq_config *old,
+			   const struct sq_config *next)
+{
+	struct director *d = mgr->dir;
+
+	for (uint16_t s = 0; d != NULL && s < old->n_services; s++) {
+		struct waitq *q = &d->pools[s].wait;
+		uint32_t kept = 0, n = q->count;
+
+		for (uint32_t i = 0; i < n; i++) {
+			uint32_t from = (q->head + i) % q->cap, to = (q->head + kept) % q->cap;
+			int r = same_rule_index(next, &old->rules[q->rules[from]]);
+
+			if (r < 0) {
+				mgr_drop(&mgr->rx.stats, SQ_DROP_CHAIN_GONE, q->pkts[from]);
+				d->n_waiting--;
+				continue;
+			}
+			q->pkts[to] = q->pkts[from];
+			q->rules[to] = (uint16_t)r;
+			kept++;
+		}
+		q->count = kept;
+	}
+}

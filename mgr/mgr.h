@@ -43,7 +43,8 @@ extern int sq_logtype_mgr;
 	_(SHUTDOWN, shutdown, "in flight at shutdown")                  \
 	_(STRAY, stray, "tcp packet of no flow and no syn")             \
 	_(POOL_EMPTY, pool_empty, "no idle nf for a new flow")          \
-	_(FLOW_TABLE_FULL, flow_table_full, "flow table full")
+	_(FLOW_TABLE_FULL, flow_table_full, "flow table full")                \
+	_(CHAIN_GONE, chain_gone, "chain or rule changed while in flight")
 #define SQ_DROP_ENUM(sym, key, str) SQ_DROP_##sym,
 enum sq_drop { SQ_FOREACH_DROP(SQ_DROP_ENUM) SQ_DROP_MAX };
 extern const char *const sq_drop_keys[SQ_DROP_MAX];
@@ -234,6 +235,10 @@ struct mgr {
 	uint64_t nf_rings_bytes; /* region memory of every NF's rx and tx ring */
 	struct core_wakes core_wakes[SQ_CORE_GROUPS];
 	uint64_t next_tune_tsc; /* tx role: mgr_wakeup_tune's next look */
+	/* control role: a config waiting for the rx role to take it, and how
+	 * many it took (mgr/control.c). */
+	_Atomic(struct sq_config *) cfg_next;
+	_Atomic uint64_t cfg_swaps;
 };
 
 /* region.c */
@@ -328,6 +333,10 @@ void mgr_stats_totals(const struct mgr *mgr, struct mgr_totals *t);
 unsigned int mgr_stats_poll(struct mgr *mgr);
 int mgr_stats_write_json(struct mgr *mgr, const char *path);
 unsigned int mgr_mbufs_in_use(const struct mgr *mgr);
+
+/* director.c: the rules changed (control role, on the rx lcore) */
+void mgr_director_rules_changed(struct mgr *mgr, const struct sq_config *old,
+				const struct sq_config *next);
 
 /* telemetry.c */
 int mgr_telemetry_init(struct mgr *mgr);

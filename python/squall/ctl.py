@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from squall import control
 from squall.api import ControlApi, Nf, Port, Stats
 from squall.exit import Exit
 from squall.telemetry import (
@@ -190,6 +191,121 @@ def cmd_raw(args: argparse.Namespace, api: ControlApi) -> Exit:
     return Exit.OK
 
 
+def _applied(args: argparse.Namespace, edit: control.Edit | None, api: ControlApi) -> Exit:
+    """Apply a file (args.file) or an edit of the running config; report it."""
+    try:
+        if edit is None:
+            res = control.apply_file(api.tm, args.file, args.check)
+        else:
+            res = control.edit_and_apply(api.tm, edit, args.check)
+    except control.ApplyError as e:
+        print(f"squallctl: {e}", file=sys.stderr)
+        return Exit.USAGE if e.exit_code == 2 else Exit.FAILED
+    if args.json:
+        _print_json({"changes": res.changes, "applied": res.applied})
+    elif res.changes == 0:
+        print("no change")
+    elif args.check:
+        print(f"ok: {res.changes} change(s) would be made")
+    else:
+        print(f"applied: {res.changes} change(s)")
+    return Exit.OK
+
+
+def cmd_apply(args: argparse.Namespace, api: ControlApi) -> Exit:
+    return _applied(args, None, api)
+
+
+def cmd_get(args: argparse.Namespace, api: ControlApi) -> Exit:
+    sys.stdout.write(control.get_config(api.tm))
+    return Exit.OK
+
+
+def _rule_of(args: argparse.Namespace) -> dict[str, str]:
+    rule = {"chain": args.chain, "out_port": args.out_port}
+    for key in ("in_port", "dst_mac", "assign", "nf_priority"):
+        if getattr(args, key) is not None:
+            rule[key] = str(getattr(args, key))
+    return rule
+
+
+def cmd_edit(args: argparse.Namespace, api: ControlApi) -> Exit:
+    what = f"{args.command} {args.action}"
+    edit: control.Edit
+    if what == "rule add":
+        edit = control.rule_add(_rule_of(args), args.at)
+    elif what == "rule remove":
+        edit = control.rule_remove(args.index)
+    elif what == "rule move":
+        edit = control.rule_move(args.src, args.dst)
+    elif what == "chain add":
+        edit = control.chain_add(args.obj, args.services)
+    elif what == "chain remove":
+        edit = control.chain_remove(args.obj)
+    elif what == "service add":
+        svc: dict[str, Any] = {"name": args.obj, "exec": args.exec, "args": args.nf_args}
+        if args.instances is not None:
+            svc["instances"] = str(args.instances)
+        edit = control.service_add(svc)
+    elif what == "service remove":
+        edit = control.service_remove(args.obj)
+    else:
+        edit = control.service_set(args.obj, args.settings)
+    return _applied(args, edit, api)
+
+
+def _add_edit_parsers(sub: Any) -> None:
+    """rule|chain|service add|remove|...: edits of the running config, applied whole."""
+
+    def verb(parent: Any, name: str, helptext: str) -> argparse.ArgumentParser:
+        p: argparse.ArgumentParser = parent.add_parser(name, help=helptext, description=helptext)
+        p.add_argument("--check", action="store_true", help="check only, change nothing")
+        p.add_argument(
+            "--json", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+        )
+        return p
+
+    rule = sub.add_parser("rule", help="add, remove or move a rule of the running config")
+    rule.set_defaults(fn=cmd_edit)
+    rv = rule.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = verb(rv, "add", "add a rule (at the end, or --at INDEX; the first match wins)")
+    p.add_argument("--chain", required=True)
+    p.add_argument("--out-port", required=True, dest="out_port")
+    p.add_argument("--in-port", dest="in_port")
+    p.add_argument("--dst-mac", dest="dst_mac")
+    p.add_argument("--assign", choices=["rss", "per-flow", "round-robin", "spray"])
+    p.add_argument("--nf-priority", type=int, dest="nf_priority")
+    p.add_argument("--at", type=int, metavar="INDEX")
+    p = verb(rv, "remove", "remove the rule at INDEX (0 is the first)")
+    p.add_argument("index", type=int, metavar="INDEX")
+    p = verb(rv, "move", "move the rule at SRC to position DST")
+    p.add_argument("src", type=int, metavar="SRC")
+    p.add_argument("dst", type=int, metavar="DST")
+
+    chain = sub.add_parser("chain", help="add or remove a chain of the running config")
+    chain.set_defaults(fn=cmd_edit)
+    cv = chain.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = verb(cv, "add", "add a chain of services")
+    p.add_argument("obj", metavar="NAME")
+    p.add_argument("services", nargs="+", metavar="SERVICE")
+    p = verb(cv, "remove", "remove a chain (no rule may still use it)")
+    p.add_argument("obj", metavar="NAME")
+
+    service = sub.add_parser("service", help="add, remove or change a service")
+    service.set_defaults(fn=cmd_edit)
+    sv = service.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = verb(sv, "add", "add a service (not yet supported by the manager while it runs)")
+    p.add_argument("obj", metavar="NAME")
+    p.add_argument("--exec", required=True)
+    p.add_argument("--instances", type=int)
+    p.add_argument("nf_args", nargs="*", metavar="ARG", help="the NF's arguments (after --)")
+    p = verb(sv, "remove", "remove a service (not yet supported by the manager while it runs)")
+    p.add_argument("obj", metavar="NAME")
+    p = verb(sv, "set", "change a service's settings, e.g. wake.policy=fixed burst_max=16")
+    p.add_argument("obj", metavar="NAME")
+    p.add_argument("settings", nargs="+", metavar="KEY=VALUE")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="squallctl",
@@ -217,6 +333,8 @@ def build_parser() -> argparse.ArgumentParser:
         ("chains", cmd_chains, "per-chain hops and packet counters"),
         ("drops", cmd_drops, "dropped packets per cause"),
         ("raw", cmd_raw, "send one telemetry command, print its JSON reply"),
+        ("apply", cmd_apply, "apply a config file to the running manager (all or nothing)"),
+        ("get", cmd_get, "print the running config as YAML (get config)"),
     ]
     for name, fn, helptext in commands:
         p = sub.add_parser(name, help=helptext, description=helptext)
@@ -227,6 +345,12 @@ def build_parser() -> argparse.ArgumentParser:
         )
         if name == "raw":
             p.add_argument("cmd", metavar="CMD", help="e.g. /squall/stats or /ethdev/stats,0")
+        if name == "apply":
+            p.add_argument("file", metavar="FILE", help="a config, as squall-mgr takes at start")
+            p.add_argument("--check", action="store_true", help="check only, change nothing")
+        if name == "get":
+            p.add_argument("what", choices=["config"], help="what to print")
+    _add_edit_parsers(sub)
     return parser
 
 

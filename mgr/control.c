@@ -1,0 +1,762 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * control role: change a running manager's configuration (issue 14).
+ *
+ * A change is a whole new configuration. The control path (a telemetry
+ * thread) loads and checks it with the same loader as at start, works out
+ * what differs from the running one, and builds the next running config:
+ * services keep their indexes, a chain whose hops are unchanged keeps its
+ * slot (and so its counters and its packets in flight), a new or changed
+ * chain takes a free slot with a new generation. The rx role takes the next
+ * config between two of its rounds, so every packet is steered by the old
+ * rule set or the new one, never a mix; the old config is freed once the rx
+ * and tx roles have each finished a round that began after the switch (the
+ * round counters they already publish are the epoch), so no role can still
+ * read it.
+ *
+ * A packet carries its chain's generation (SQ_META_CHAIN_GEN): when it comes
+ * back from an NF and its chain was removed or changed meanwhile, the tx
+ * role counts it under "chain changed while in flight" rather than steer it
+ * by a definition it never entered.
+ *
+ * What cannot change at run time yet (ports, the region, a service's
+ * program, mode or instances, services added or removed) is refused with
+ * the field named; nothing changes then.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rte_telemetry.h>
+
+#include "config_emit.h"
+#include "control.h"
+#include "mgr.h"
+
+/* How long the control path waits for the roles to take a config and to
+ * finish a round after it; they take it within a round, microseconds. */
+#define TAKE_TIMEOUT_MS 2000
+
+/* A chunk of `get config` per telemetry reply: one string of a reply holds
+ * less than RTE_TEL_MAX_SINGLE_STRING_LEN (8 KiB), a string in a dict less
+ * than RTE_TEL_MAX_STRING_LEN (128 bytes). */
+#define CONFIG_CHUNK_BYTES 4096
+
+static struct {
+	struct mgr *mgr;
+	char nf_path[4096];
+	pthread_mutex_t lock;       /* one change at a time; readers of cfg */
+	bool cfg_owned;             /* the running cfg was allocated here */
+	uint16_t gen[SQ_MAX_CHAINS]; /* last generation given to each chain slot */
+	uint16_t next_slot;         /* where the search for a free slot starts */
+	uint64_t applies, changes;
+	char *text;                 /* the running config as YAML, for get config */
+	size_t text_len;
+} ctl = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+void
+mgr_control_lock(void)
+{
+	pthread_mutex_lock(&ctl.lock);
+}
+
+void
+mgr_control_unlock(void)
+{
+	pthread_mutex_unlock(&ctl.lock);
+}
+
+/* ---------------------------------------------------------------- the plan */
+
+struct plan {
+	char *err;
+	size_t err_len;
+	unsigned int n_changes;
+	char log[2048]; /* what changed, for the NOTICE line */
+	size_t log_len;
+};
+
+static int
+refuse(struct plan *p, const char *path, int line, const char *field, const char *fmt, ...)
+	__rte_format_printf(5, 6);
+
+static int
+refuse(struct plan *p, const char *path, int line, const char *field, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	n = snprintf(p->err, p->err_len, "%s:%d: %s: ", path, line, field);
+	if (n >= 0 && (size_t)n < p->err_len) {
+		va_start(ap, fmt);
+		vsnprintf(p->err + n, p->err_len - (size_t)n, fmt, ap);
+		va_end(ap);
+	}
+	return -EINVAL;
+}
+
+static void
+note(struct plan *p, const char *fmt, ...) __rte_format_printf(2, 3);
+
+static void
+note(struct plan *p, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	p->n_changes++;
+	if (p->log_len + 2 >= sizeof(p->log))
+		return;
+	if (p->log_len > 0)
+		p->log[p->log_len++] = ';', p->log[p->log_len++] = ' ';
+	va_start(ap, fmt);
+	n = vsnprintf(p->log + p->log_len, sizeof(p->log) - p->log_len, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		p->log_len = RTE_MIN(p->log_len + (size_t)n, sizeof(p->log) - 1);
+}
+
+static bool
+same_args(const struct sq_cfg_service *a, const struct sq_cfg_service *b)
+{
+	if (a->n_args != b->n_args)
+		return false;
+	for (uint32_t i = 0; i < a->n_args; i++)
+		if (strcmp(a->args[i], b->args[i]) != 0)
+			return false;
+	return true;
+}
+
+static bool
+same_port(const struct sq_cfg_port *a, const struct sq_cfg_port *b)
+{
+	if (strcmp(a->name, b->name) != 0 || a->n_devargs != b->n_devargs ||
+	    a->rx_desc != b->rx_desc || a->tx_desc != b->tx_desc)
+		return false;
+	for (uint16_t i = 0; i < a->n_devargs; i++)
+		if (strcmp(a->devargs[i], b->devargs[i]) != 0)
+			return false;
+	return true;
+}
+
+/* Manager keys: those read live may change; the rest size or place things
+ * made at start. */
+static int
+plan_manager(struct plan *p, const struct sq_config *cur, const struct sq_config *n,
+	     struct sq_config *next)
+{
+#define FIXED(field)                                                                         \
+	do {                                                                                 \
+		if (cur->field != n->field)                                                  \
+			return refuse(p, n->path, 1, "manager." #field,                      \
+				      "cannot change while running (now %lld, asked %lld)",  \
+				      (long long)cur->field, (long long)n->field);           \
+	} while (0)
+	if (strcmp(cur->name, n->name) != 0)
+		return refuse(p, n->path, 1, "manager.name",
+			      "cannot change while running (now \"%s\")", cur->name);
+	FIXED(region_mb);
+	FIXED(mbufs);
+	FIXED(mbuf_data_room);
+	FIXED(nf_core);
+	FIXED(rx_burst);
+	FIXED(chain_priority);
+	FIXED(max_flows);
+	FIXED(flow_idle_timeout_ms);
+	FIXED(flow_linger_ms);
+#undef FIXED
+	if (cur->stats_interval_ms != n->stats_interval_ms)
+		note(p, "manager.stats_interval_ms %u -> %u", cur->stats_interval_ms,
+		     n->stats_interval_ms);
+	if (cur->core_wakes_per_s != n->core_wakes_per_s)
+		note(p, "manager.core_wakes_per_s %u -> %u", cur->core_wakes_per_s,
+		     n->core_wakes_per_s);
+	next->stats_interval_ms = n->stats_interval_ms;
+	next->core_wakes_per_s = n->core_wakes_per_s;
+	return 0;
+}
+
+static int
+plan_ports(struct plan *p, const struct sq_config *cur, const struct sq_config *n)
+{
+	if (cur->n_ports != n->n_ports)
+		return refuse(p, n->path, 1, "ports",
+			      "ports cannot be added or removed while running (%u now, %u asked)",
+			      cur->n_ports, n->n_ports);
+	for (uint16_t i = 0; i < n->n_ports; i++)
+		if (!same_port(&cur->ports[i], &n->ports[i]))
+			return refuse(p, n->path, n->ports[i].line, "ports",
+				      "port \"%s\" cannot change while running", n->ports[i].name);
+	return 0;
+}
+
+static bool
+same_wake(const struct sq_cfg_wake *a, const struct sq_cfg_wake *b)
+{
+	return a->policy == b->policy && a->thresh_pkts == b->thresh_pkts &&
+	       a->timeout_ns == b->timeout_ns && a->min_pkts == b->min_pkts &&
+	       a->max_pkts == b->max_pkts && a->t_lat_pkts == b->t_lat_pkts;
+}
+
+/* A service keeps its index (NF ids, pools and counters hang off it). Keys
+ * read live may change; those its NFs were started with may not, yet. */
+static int
+plan_service(struct plan *p, const struct sq_cfg_service *c, const struct sq_cfg_service *s,
+	     const char *path, struct sq_cfg_service *out)
+{
+#define FIXED(cond, key)                                                                    \
+	do {                                                                                \
+		if (!(cond))                                                                \
+			return refuse(p, path, s->line, key,                                \
+				      "service \"%s\": cannot change while running", s->name); \
+	} while (0)
+	FIXED(strcmp(c->exec, s->exec) == 0, "exec");
+	FIXED(same_args(c, s), "args");
+	FIXED(c->mode == s->mode, "mode");
+	FIXED(c->instances == s->instances, "instances");
+	FIXED(c->ring_slots == s->ring_slots, "ring_slots");
+	FIXED(c->spin_ns == s->spin_ns, "spin_us");
+	FIXED(c->priority == s->priority, "priority");
+	FIXED(c->nice == s->nice, "nice");
+	FIXED(c->pool_fallback == s->pool_fallback, "pool_fallback");
+	FIXED(c->pool_queue_pkts == s->pool_queue_pkts, "pool_queue_pkts");
+	FIXED(c->pool_order == s->pool_order, "pool_order");
+#undef FIXED
+	if (!same_wake(&c->wake, &s->wake))
+		note(p, "service %s: wake", s->name);
+	if (c->burst_max != s->burst_max)
+		note(p, "service %s: burst_max %u -> %u", s->name, c->burst_max, s->burst_max);
+	if (c->batch_budget_pkts != s->batch_budget_pkts)
+		note(p, "service %s: batch_budget_pkts %u -> %u", s->name, c->batch_budget_pkts,
+		     s->batch_budget_pkts);
+	if (c->pool_idle != s->pool_idle)
+		note(p, "service %s: pool_idle %u -> %u", s->name, c->pool_idle, s->pool_idle);
+	if (c->pool_backlog_max != s->pool_backlog_max)
+		note(p, "service %s: pool_backlog_max %u -> %u", s->name, c->pool_backlog_max,
+		     s->pool_backlog_max);
+	out->wake = s->wake;
+	out->burst_max = s->burst_max;
+	out->batch_budget_pkts = s->batch_budget_pkts;
+	out->pool_idle = s->pool_idle;
+	out->pool_backlog_max = s->pool_backlog_max;
+	return 0;
+}
+
+/* n's service index -> the running index, by name. */
+static int
+plan_services(struct plan *p, const struct sq_config *cur, const struct sq_config *n,
+	      struct sq_config *next, int16_t *svc_map)
+{
+	for (uint16_t i = 0; i < n->n_services; i++) {
+		int idx = sq_config_service_index(cur, n->services[i].name);
+
+		if (idx < 0)
+			return refuse(p, n->path, n->services[i].line, "services",
+				      "adding service \"%s\" while running is not supported yet",
+				      n->services[i].name);
+		svc_map[i] = (int16_t)idx;
+	}
+	for (uint16_t i = 0; i < cur->n_services; i++)
+		if (sq_config_service_index(n, cur->services[i].name) < 0)
+			return refuse(p, n->path, 1, "services",
+				      "removing service \"%s\" while running is not supported yet",
+				      cur->services[i].name);
+	for (uint16_t i = 0; i < n->n_services; i++) {
+		int ret = plan_service(p, &cur->services[svc_map[i]], &n->services[i], n->path,
+				       &next->services[svc_map[i]]);
+
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
+}
+
+static bool
+same_hops(const struct sq_cfg_chain *c, const struct sq_cfg_chain *s, const int16_t *svc_map)
+{
+	if (c->n_hops != s->n_hops)
+		return false;
+	for (uint16_t h = 0; h < s->n_hops; h++)
+		if (c->services[h] != svc_map[s->services[h]])
+			return false;
+	return true;
+}
+
+static int
+free_slot(const bool *taken)
+{
+	for (uint16_t i = 0; i < SQ_MAX_CHAINS; i++) {
+		uint16_t slot = (uint16_t)((ctl.next_slot + i) % SQ_MAX_CHAINS);
+
+		if (!taken[slot]) {
+			ctl.next_slot = (uint16_t)(slot + 1);
+			return slot;
+		}
+	}
+	return -1;
+}
+
+/* Chains by slot: an unchanged chain keeps its slot; a new or changed one
+ * takes a slot no chain of either config uses, taken in turn so a slot just
+ * freed is the last to be used again. */
+static int
+plan_chains(struct plan *p, const struct sq_config *cur, const struct sq_config *n,
+	    const int16_t *svc_map, struct sq_config *next, int16_t *chain_map)
+{
+	bool taken[SQ_MAX_CHAINS] = {false};
+	uint16_t top = 0;
+
+	for (uint16_t s = 0; s < cur->n_chains; s++)
+		taken[s] = cur->chains[s].n_hops > 0;
+	for (uint16_t i = 0; i < n->n_chains; i++) {
+		int slot = sq_config_chain_index(cur, n->chains[i].name);
+
+		if (slot >= 0 && !same_hops(&cur->chains[slot], &n->chains[i], svc_map))
+			slot = -1;
+		chain_map[i] = (int16_t)slot;
+	}
+	memset(next->chains, 0, sizeof(next->chains));
+	for (uint16_t i = 0; i < n->n_chains; i++) {
+		int slot = chain_map[i];
+		struct sq_cfg_chain *out;
+
+		if (slot < 0) {
+			slot = free_slot(taken);
+			if (slot < 0)
+				return refuse(p, n->path, n->chains[i].line, "chains",
+					      "no free chain slot: %d chains in use or draining",
+					      SQ_MAX_CHAINS);
+			taken[slot] = true;
+			chain_map[i] = (int16_t)slot;
+			ctl.gen[slot]++;
+			note(p, "chain %s %s (slot %d)", n->chains[i].name,
+			     sq_config_chain_index(cur, n->chains[i].name) >= 0 ? "changed"
+										: "added",
+			     slot);
+		}
+		out = &next->chains[slot];
+		*out = n->chains[i];
+		for (uint16_t h = 0; h < out->n_hops; h++)
+			out->services[h] = (uint16_t)svc_map[n->chains[i].services[h]];
+		out->gen = ctl.gen[slot];
+		top = RTE_MAX(top, (uint16_t)(slot + 1));
+	}
+	for (uint16_t s = 0; s < cur->n_chains; s++)
+		if (cur->chains[s].n_hops > 0 && sq_config_chain_index(n, cur->chains[s].name) < 0)
+			note(p, "chain %s removed", cur->chains[s].name);
+	next->n_chains = top;
+	return 0;
+}
+
+static bool
+same_rule(const struct sq_cfg_rule *a, const struct sq_cfg_rule *b)
+{
+	return a->in_port == b->in_port && a->has_dst_mac == b->has_dst_mac &&
+	       (!a->has_dst_mac || rte_is_same_ether_addr(&a->dst_mac, &b->dst_mac)) &&
+	       a->chain == b->chain && a->out_port == b->out_port && a->assign == b->assign &&
+	       a->nf_priority == b->nf_priority;
+}
+
+static int
+plan_rules(struct plan *p, const struct sq_config *cur, const struct sq_config *n,
+	   const int16_t *chain_map, struct sq_config *next)
+{
+	bool changed = cur->n_rules != n->n_rules;
+
+	for (uint16_t i = 0; i < n->n_rules; i++) {
+		next->rules[i] = n->rules[i];
+		next->rules[i].chain = (uint16_t)chain_map[n->rules[i].chain];
+		changed = changed || !same_rule(&cur->rules[i], &next->rules[i]);
+	}
+	next->n_rules = n->n_rules;
+	if (changed)
+		note(p, "rules: %u -> %u", cur->n_rules, n->n_rules);
+	return 0;
+}
+
+/* The director sizes its idle pools at start for the services that per-flow
+ * rules reach: that set cannot change yet. */
+static bool
+pooled(const struct sq_config *cfg, uint16_t service)
+{
+	for (uint16_t r = 0; r < cfg->n_rules; r++) {
+		const struct sq_cfg_chain *ch = &cfg->chains[cfg->rules[r].chain];
+
+		if (cfg->rules[r].assign != SQ_ASSIGN_PER_FLOW)
+			continue;
+		for (uint16_t h = 0; h < ch->n_hops; h++)
+			if (ch->services[h] == service)
+				return true;
+	}
+	return false;
+}
+
+static int
+plan_generators(struct plan *p, const struct sq_config *cur, const struct sq_config *n)
+{
+	if (cur->n_gens != n->n_gens ||
+	    memcmp(cur->gens, n->gens, sizeof(cur->gens[0]) * cur->n_gens) != 0) {
+		bool same = cur->n_gens == n->n_gens;
+
+		/* lines may differ: compare all but them */
+		for (uint16_t i = 0; same && i < n->n_gens; i++) {
+			struct sq_cfg_gen a = cur->gens[i], b = n->gens[i];
+
+			a.line = b.line = 0;
+			same = memcmp(&a, &b, sizeof(a)) == 0;
+		}
+		if (!same)
+			return refuse(p, n->path, n->n_gens ? n->gens[0].line : 1, "generator",
+				      "cannot change while running (use /squall/gen_rate)");
+	}
+	return 0;
+}
+
+/* next = cur with n's changes, or an error naming n's file, line and field. */
+static int
+plan_config(struct plan *p, const struct sq_config *cur, const struct sq_config *n,
+	    struct sq_config *next)
+{
+	int16_t svc_map[SQ_MAX_SERVICES], chain_map[SQ_MAX_CHAINS];
+	uint16_t saved_slot = ctl.next_slot;
+	uint16_t saved_gen[SQ_MAX_CHAINS];
+	int ret;
+
+	memcpy(saved_gen, ctl.gen, sizeof(saved_gen));
+	ret = plan_manager(p, cur, n, next);
+	if (ret == 0)
+		ret = plan_ports(p, cur, n);
+	if (ret == 0)
+		ret = plan_services(p, cur, n, next, svc_map);
+	if (ret == 0)
+		ret = plan_chains(p, cur, n, svc_map, next, chain_map);
+	if (ret == 0)
+		ret = plan_rules(p, cur, n, chain_map, next);
+	if (ret == 0)
+		ret = plan_generators(p, cur, n);
+	for (uint16_t s = 0; ret == 0 && s < cur->n_services; s++)
+		if (pooled(cur, s) != pooled(next, s))
+			ret = refuse(p, n->path, 1, "rules",
+				     "service \"%s\" would %s per-flow rules: not supported while "
+				     "running yet",
+				     cur->services[s].name, pooled(cur, s) ? "lose its" : "gain");
+	if (ret < 0) { /* nothing changes: not even the slot bookkeeping */
+		ctl.next_slot = saved_slot;
+		memcpy(ctl.gen, saved_gen, sizeof(saved_gen));
+	}
+	return ret;
+}
+
+/* A deep copy: the args are the next config's own. */
+static int
+copy_config(struct sq_config *dst, const struct sq_config *src)
+{
+	*dst = *src;
+	for (uint16_t s = 0; s < SQ_MAX_SERVICES; s++) {
+		for (uint32_t a = 0; a < SQ_MAX_NF_ARGS + 1; a++)
+			dst->services[s].args[a] = NULL;
+		for (uint32_t a = 0; a < src->services[s].n_args; a++) {
+			dst->services[s].args[a] = strdup(src->services[s].args[a]);
+			if (dst->services[s].args[a] == NULL) {
+				sq_config_free(dst);
+				return -ENOMEM;
+			}
+		}
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------- the switch */
+
+/* rx role, between two rounds: take the next config, if one waits. */
+void
+mgr_control_take(struct mgr *mgr)
+{
+	struct sq_config *next;
+
+	next = atomic_exchange_explicit(&mgr->cfg_next, NULL, memory_order_acq_rel);
+	if (next == NULL)
+		return;
+	mgr_director_rules_changed(mgr, mgr->cfg, next);
+	__atomic_store_n(&mgr->cfg, next, __ATOMIC_RELEASE);
+	atomic_fetch_add_explicit(&mgr->cfg_swaps, 1, memory_order_release);
+}
+
+static uint64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Hand @p next to the rx role and wait until no role can read the old
+ * config. @return 0, or -ETIMEDOUT (then nothing changed). */
+static int
+switch_to(struct mgr *mgr, struct sq_config *next)
+{
+	uint64_t swaps = atomic_load(&mgr->cfg_swaps), deadline = now_ms() + TAKE_TIMEOUT_MS;
+	struct sq_config *old = mgr->cfg, *expect = next;
+	uint64_t rx0, tx0;
+
+	atomic_store_explicit(&mgr->cfg_next, next, memory_order_release);
+	while (atomic_load(&mgr->cfg_swaps) == swaps) {
+		if (now_ms() > deadline &&
+		    atomic_compare_exchange_strong(&mgr->cfg_next, &expect, NULL))
+			return -ETIMEDOUT;
+		usleep(50);
+	}
+	/* A round that starts after the switch reads the new config only. */
+	rx0 = atomic_load(&mgr->rx_rounds);
+	tx0 = atomic_load(&mgr->tx_rounds);
+	while ((atomic_load(&mgr->rx_rounds) < rx0 + 2 || atomic_load(&mgr->tx_rounds) < tx0 + 2) &&
+	       now_ms() < deadline + TAKE_TIMEOUT_MS && !mgr->stop)
+		usleep(50);
+	if (ctl.cfg_owned) {
+		sq_config_free(old);
+		free(old);
+	}
+	ctl.cfg_owned = true;
+	return 0;
+}
+
+/* Effects outside the config struct, once the roles run on it. */
+static void
+after_switch(struct mgr *mgr, const struct sq_config *before)
+{
+	const struct sq_config *cfg = mgr->cfg;
+
+	for (uint16_t s = 0; s < cfg->n_services; s++) {
+		const struct sq_cfg_service *cs = &cfg->services[s];
+		const struct mgr_service *svc = &mgr->services[s];
+
+		if (!same_wake(&before->services[s].wake, &cs->wake))
+			mgr_wakeup_set_policy(mgr, s, &cs->wake);
+		for (uint32_t i = 0; i < svc->n_nfs; i++) {
+			struct sq_nf_ctl *nctl = mgr->nfs[svc->first_nf + i].ctl;
+
+			/* the NF reads both at every burst */
+			nctl->burst_max = cs->burst_max;
+			nctl->batch_budget_pkts = cs->batch_budget_pkts;
+		}
+	}
+}
+
+static void
+refresh_text(struct mgr *mgr)
+{
+	char *text;
+	size_t len;
+
+	if (sq_config_emit(mgr->cfg, &text, &len) < 0)
+		return;
+	free(ctl.text);
+	ctl.text = text;
+	ctl.text_len = len;
+}
+
+int
+mgr_control_apply(struct mgr *mgr, const char *path, bool check_only, char *err, size_t err_len,
+		  unsigned int *n_changes)
+{
+	struct sq_config *n = NULL, *next = NULL, before;
+	struct plan p = {.err = err, .err_len = err_len};
+	int ret;
+
+	*n_changes = 0;
+	n = calloc(1, sizeof(*n));
+	next = calloc(1, sizeof(*next));
+	if (n == NULL || next == NULL) {
+		ret = -ENOMEM;
+		snprintf(err, err_len, "out of memory");
+		goto out_free;
+	}
+	ret = sq_config_load(path, ctl.nf_path, n, err, err_len);
+	if (ret < 0)
+		goto out_free;
+	mgr_control_lock();
+	ret = copy_config(next, mgr->cfg);
+	if (ret == 0)
+		ret = plan_config(&p, mgr->cfg, n, next);
+	if (ret < 0 || p.n_changes == 0 || check_only) {
+		if (ret == 0 && p.n_changes > 0)
+			MGR_LOG(INFO, "apply %s (check only): %s\n", path, p.log);
+		mgr_control_unlock();
+		*n_changes = p.n_changes;
+		sq_config_free(next);
+		goto out_free;
+	}
+	before = *mgr->cfg; /* scalars only: after_switch compares wake settings */
+	ret = switch_to(mgr, next);
+	if (ret < 0) {
+		mgr_control_unlock();
+		snprintf(err, err_len, "the manager did not take the config within %d ms",
+			 TAKE_TIMEOUT_MS);
+		sq_config_free(next);
+		goto out_free;
+	}
+	next = NULL;
+	after_switch(mgr, &before);
+	refresh_text(mgr);
+	ctl.applies++;
+	ctl.changes += p.n_changes;
+	*n_changes = p.n_changes;
+	MGR_LOG(NOTICE, "applied %s: %s\n", path, p.log);
+	mgr_control_unlock();
+out_free:
+	if (n != NULL)
+		sq_config_free(n);
+	free(n);
+	free(next);
+	return ret;
+}
+
+/* ---------------------------------------------------------------- telemetry */
+
+static int
+tel_error(struct rte_tel_data *d, const char *msg)
+{
+	rte_tel_data_start_dict(d);
+	rte_tel_data_add_dict_string(d, "error", msg);
+	return 0;
+}
+
+/* A text longer than a dict's strings may be (127 bytes), as an array of
+ * pieces the client joins: config errors name a whole path. */
+static void
+add_long_string(struct rte_tel_data *d, const char *key, const char *text)
+{
+	struct rte_tel_data *arr = rte_tel_data_alloc();
+	char piece[RTE_TEL_MAX_STRING_LEN];
+	size_t len = strlen(text);
+
+	if (arr == NULL) {
+		rte_tel_data_add_dict_string(d, key, text);
+		return;
+	}
+	rte_tel_data_start_array(arr, RTE_TEL_STRING_VAL);
+	for (size_t off = 0; off < len; off += sizeof(piece) - 1) {
+		snprintf(piece, sizeof(piece), "%s", text + off);
+		rte_tel_data_add_array_string(arr, piece);
+	}
+	rte_tel_data_add_dict_container(d, key, arr, 0);
+}
+
+/* "/squall/apply,PATH[,check]": the manager reads PATH itself (a telemetry
+ * command is one line of at most 1 KiB; a config is longer). */
+static int
+cmd_apply(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	char path[SQ_CFG_PATH_LEN], err[SQ_CFG_ERR_LEN] = "";
+	unsigned int n_changes = 0;
+	bool check = false;
+	char *comma;
+	int ret;
+
+	(void)cmd;
+	if (ctl.mgr == NULL || ctl.mgr->pool == NULL)
+		return tel_error(d, "the manager is starting");
+	if (params == NULL || params[0] == '\0' ||
+	    snprintf(path, sizeof(path), "%s", params) >= (int)sizeof(path))
+		return tel_error(d, "expected /squall/apply,PATH[,check] (an absolute path)");
+	comma = strrchr(path, ',');
+	if (comma != NULL && strcmp(comma, ",check") == 0) {
+		*comma = '\0';
+		check = true;
+	}
+	ret = mgr_control_apply(ctl.mgr, path, check, err, sizeof(err), &n_changes);
+	rte_tel_data_start_dict(d);
+	if (ret < 0) {
+		add_long_string(d, "error", err[0] ? err : strerror(-ret));
+		rte_tel_data_add_dict_int(d, "exit", ret == -EINVAL || ret == -ENOENT ? 2 : 1);
+		return 0;
+	}
+	rte_tel_data_add_dict_u64(d, "changes", n_changes);
+	rte_tel_data_add_dict_int(d, "applied", !check && n_changes > 0);
+	return 0;
+}
+
+/* "/squall/config[,OFFSET]": the running config as YAML from OFFSET, at
+ * most CONFIG_CHUNK_BYTES; an empty string past the end. */
+static int
+cmd_config(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	char chunk[CONFIG_CHUNK_BYTES + 1];
+	unsigned long off = 0;
+	size_t n;
+
+	(void)cmd;
+	if (params != NULL && params[0] != '\0') {
+		char *end;
+
+		off = strtoul(params, &end, 10);
+		if (*end != '\0')
+			return tel_error(d, "expected /squall/config[,OFFSET]");
+	}
+	mgr_control_lock();
+	if (ctl.text == NULL && ctl.mgr != NULL && ctl.mgr->cfg != NULL)
+		refresh_text(ctl.mgr);
+	if (ctl.text == NULL) {
+		mgr_control_unlock();
+		return tel_error(d, "out of memory");
+	}
+	off = RTE_MIN(off, ctl.text_len);
+	n = RTE_MIN(ctl.text_len - off, (size_t)CONFIG_CHUNK_BYTES);
+	memcpy(chunk, ctl.text + off, n);
+	chunk[n] = '\0';
+	rte_tel_data_string(d, chunk);
+	mgr_control_unlock();
+	return 0;
+}
+
+static int
+cmd_control(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	(void)cmd;
+	(void)params;
+	rte_tel_data_start_dict(d);
+	rte_tel_data_add_dict_u64(d, "applies", ctl.applies);
+	rte_tel_data_add_dict_u64(d, "changes", ctl.changes);
+	rte_tel_data_add_dict_u64(d, "config_swaps", ctl.mgr ? atomic_load(&ctl.mgr->cfg_swaps) : 0);
+	return 0;
+}
+
+int
+mgr_control_init(struct mgr *mgr, const char *nf_path)
+{
+	ctl.mgr = mgr;
+	snprintf(ctl.nf_path, sizeof(ctl.nf_path), "%s", nf_path != NULL ? nf_path : "");
+	if (rte_telemetry_register_cmd("/squall/apply", cmd_apply,
+				       "Apply a config file to the running manager. Params: "
+				       "PATH[,check]") < 0 ||
+	    rte_telemetry_register_cmd("/squall/config", cmd_config,
+				       "The running config as YAML, 8 KiB at a time. Params: "
+				       "[OFFSET]") < 0 ||
+	    rte_telemetry_register_cmd("/squall/control", cmd_control,
+				       "Counts of applied changes") < 0)
+		return -EINVAL;
+	return 0;
+}
+
+void
+mgr_control_free(struct mgr *mgr, struct sq_config *first)
+{
+	struct sq_config *cur;
+
+	mgr_control_lock();
+	free(ctl.text);
+	ctl.text = NULL;
+	cur = mgr->cfg;
+	/* a telemetry command may still come: it finds the first config */
+	__atomic_store_n(&mgr->cfg, first, __ATOMIC_RELEASE);
+	if (ctl.cfg_owned && cur != first) {
+		sq_config_free(cur);
+		free(cur);
+	}
+	ctl.cfg_owned = false;
+	mgr_control_unlock();
+}
