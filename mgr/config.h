@@ -74,7 +74,7 @@ struct sq_cfg_chain {
 	char name[SQ_CFG_NAME_LEN];
 	uint16_t services[SQ_MAX_HOPS]; /* indexes into services[] */
 	uint16_t n_hops;                /* >= 1; 0: a free slot of a running config */
-	uint16_t gen; /* running config: the slot's generation (mgr/control.c) */
+	uint16_t gen;                   /* running config: the slot's generation (mgr/control.c) */
 	int line;
 };
 

@@ -48,12 +48,12 @@
 static struct {
 	struct mgr *mgr;
 	char nf_path[4096];
-	pthread_mutex_t lock;       /* one change at a time; readers of cfg */
-	bool cfg_owned;             /* the running cfg was allocated here */
+	pthread_mutex_t lock;        /* one change at a time; readers of cfg */
+	bool cfg_owned;              /* the running cfg was allocated here */
 	uint16_t gen[SQ_MAX_CHAINS]; /* last generation given to each chain slot */
-	uint16_t next_slot;         /* where the search for a free slot starts */
+	uint16_t next_slot;          /* where the search for a free slot starts */
 	uint64_t applies, changes;
-	char *text;                 /* the running config as YAML, for get config */
+	char *text; /* the running config as YAML, for get config */
 	size_t text_len;
 } ctl = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -79,9 +79,8 @@ struct plan {
 	size_t log_len;
 };
 
-static int
-refuse(struct plan *p, const char *path, int line, const char *field, const char *fmt, ...)
-	__rte_format_printf(5, 6);
+static int refuse(struct plan *p, const char *path, int line, const char *field, const char *fmt,
+		  ...) __rte_format_printf(5, 6);
 
 static int
 refuse(struct plan *p, const char *path, int line, const char *field, const char *fmt, ...)
@@ -98,8 +97,7 @@ refuse(struct plan *p, const char *path, int line, const char *field, const char
 	return -EINVAL;
 }
 
-static void
-note(struct plan *p, const char *fmt, ...) __rte_format_printf(2, 3);
+static void note(struct plan *p, const char *fmt, ...) __rte_format_printf(2, 3);
 
 static void
 note(struct plan *p, const char *fmt, ...)
@@ -148,12 +146,12 @@ static int
 plan_manager(struct plan *p, const struct sq_config *cur, const struct sq_config *n,
 	     struct sq_config *next)
 {
-#define FIXED(field)                                                                         \
-	do {                                                                                 \
-		if (cur->field != n->field)                                                  \
-			return refuse(p, n->path, 1, "manager." #field,                      \
-				      "cannot change while running (now %lld, asked %lld)",  \
-				      (long long)cur->field, (long long)n->field);           \
+#define FIXED(field)                                                                        \
+	do {                                                                                \
+		if (cur->field != n->field)                                                 \
+			return refuse(p, n->path, 1, "manager." #field,                     \
+				      "cannot change while running (now %lld, asked %lld)", \
+				      (long long)cur->field, (long long)n->field);          \
 	} while (0)
 	if (strcmp(cur->name, n->name) != 0)
 		return refuse(p, n->path, 1, "manager.name",
@@ -207,10 +205,10 @@ static int
 plan_service(struct plan *p, const struct sq_cfg_service *c, const struct sq_cfg_service *s,
 	     const char *path, struct sq_cfg_service *out)
 {
-#define FIXED(cond, key)                                                                    \
-	do {                                                                                \
-		if (!(cond))                                                                \
-			return refuse(p, path, s->line, key,                                \
+#define FIXED(cond, key)                                                                       \
+	do {                                                                                   \
+		if (!(cond))                                                                   \
+			return refuse(p, path, s->line, key,                                   \
 				      "service \"%s\": cannot change while running", s->name); \
 	} while (0)
 	FIXED(strcmp(c->exec, s->exec) == 0, "exec");
@@ -721,7 +719,8 @@ cmd_control(const char *cmd, const char *params, struct rte_tel_data *d)
 	rte_tel_data_start_dict(d);
 	rte_tel_data_add_dict_u64(d, "applies", ctl.applies);
 	rte_tel_data_add_dict_u64(d, "changes", ctl.changes);
-	rte_tel_data_add_dict_u64(d, "config_swaps", ctl.mgr ? atomic_load(&ctl.mgr->cfg_swaps) : 0);
+	rte_tel_data_add_dict_u64(d, "config_swaps",
+				  ctl.mgr ? atomic_load(&ctl.mgr->cfg_swaps) : 0);
 	return 0;
 }
 

@@ -28,8 +28,8 @@ void mgr_control_free(struct mgr *mgr, struct sq_config *first);
  *   -ENOENT the file cannot be read; -ETIMEDOUT the roles did not take it;
  *   -ENOMEM.
  */
-int mgr_control_apply(struct mgr *mgr, const char *path, bool check_only, char *err,
-		      size_t err_len, unsigned int *n_changes);
+int mgr_control_apply(struct mgr *mgr, const char *path, bool check_only, char *err, size_t err_len,
+		      unsigned int *n_changes);
 
 /** rx role, between rounds: take a config the control path left. */
 void mgr_control_take(struct mgr *mgr);

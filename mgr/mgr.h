@@ -43,7 +43,7 @@ extern int sq_logtype_mgr;
 	_(SHUTDOWN, shutdown, "in flight at shutdown")                  \
 	_(STRAY, stray, "tcp packet of no flow and no syn")             \
 	_(POOL_EMPTY, pool_empty, "no idle nf for a new flow")          \
-	_(FLOW_TABLE_FULL, flow_table_full, "flow table full")                \
+	_(FLOW_TABLE_FULL, flow_table_full, "flow table full")          \
 	_(CHAIN_GONE, chain_gone, "chain or rule changed while in flight")
 #define SQ_DROP_ENUM(sym, key, str) SQ_DROP_##sym,
 enum sq_drop { SQ_FOREACH_DROP(SQ_DROP_ENUM) SQ_DROP_MAX };
