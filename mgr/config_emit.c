@@ -184,6 +184,7 @@ emit_manager(struct out *o, const struct sq_config *cfg)
 	kv_u64(o, "flow_idle_timeout_ms", cfg->flow_idle_timeout_ms);
 	kv_u64(o, "flow_linger_ms", cfg->flow_linger_ms);
 	kv_u64(o, "core_wakes_per_s", cfg->core_wakes_per_s);
+	kv_u64(o, "max_nfs", cfg->max_nfs);
 	map_end(o);
 }
 
@@ -252,6 +253,7 @@ emit_service(struct out *o, const struct sq_cfg_service *s)
 	kv_u64(o, "pool_queue_pkts", s->pool_queue_pkts);
 	kv(o, "pool_order", WORD(order_words, s->pool_order));
 	kv_u64(o, "pool_backlog_max", s->pool_backlog_max);
+	kv_u64(o, "max_instances", s->max_instances);
 	map_end(o);
 }
 
@@ -353,7 +355,8 @@ sq_config_emit(const struct sq_config *cfg, char **text, size_t *len)
 	scalar(&o, "services");
 	seq_start(&o, false);
 	for (uint16_t i = 0; i < cfg->n_services; i++)
-		emit_service(&o, &cfg->services[i]);
+		if (cfg->services[i].name[0] != '\0') /* a removed service's slot */
+			emit_service(&o, &cfg->services[i]);
 	seq_end(&o);
 	emit_chains(&o, cfg);
 	emit_rules(&o, cfg);

@@ -18,12 +18,23 @@
  * role counts it under "chain changed while in flight" rather than steer it
  * by a definition it never entered.
  *
- * What cannot change at run time yet (ports, the region, a service's
- * program, mode or instances, services added or removed) is refused with
- * the field named; nothing changes then.
+ * Services are added, resized and removed with their NFs: a new service's
+ * NFs start before the switch (from an intermediate config that holds the
+ * service and no chain using it), on reserved NF ids (max_instances, or a
+ * removed service's ids); instances beyond the old count start before the
+ * switch too. After it, instances no longer wanted and removed services are
+ * drained (they hand back what they hold), stopped and reaped, and their ids
+ * kept for later services. NFs are started on the main lcore
+ * (mgr_control_poll): an NF's parent-death signal follows the thread that
+ * spawned it.
+ *
+ * What cannot change at run time (ports, the region, a service's program or
+ * mode, per-flow pools) is refused with the field named; nothing changes
+ * then.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +51,12 @@
  * finish a round after it; they take it within a round, microseconds. */
 #define TAKE_TIMEOUT_MS 2000
 
+/* How long a removed NF may take to hand back what it holds, then to exit
+ * once asked; after that it is killed (and what it held reclaimed). */
+#define DRAIN_TIMEOUT_MS    2000
+#define NF_READY_TIMEOUT_MS 3000
+#define STOP_TIMEOUT_MS     3000
+
 /* A chunk of `get config` per telemetry reply: one string of a reply holds
  * less than RTE_TEL_MAX_SINGLE_STRING_LEN (8 KiB), a string in a dict less
  * than RTE_TEL_MAX_STRING_LEN (128 bytes). */
@@ -53,6 +70,15 @@ static struct {
 	uint16_t gen[SQ_MAX_CHAINS]; /* last generation given to each chain slot */
 	uint16_t next_slot;          /* where the search for a free slot starts */
 	uint64_t applies, changes;
+	/* NF id ranges of removed services, for services added later */
+	struct id_range {
+		uint32_t first, cap;
+	} free_ids[SQ_MAX_SERVICES];
+	unsigned int n_free_ids;
+	/* an NF to start on the main lcore (mgr_control_poll), and the result */
+	struct mgr_nf *_Atomic spawn_req;
+	_Atomic int spawn_ret;
+	_Atomic bool spawn_done;
 	char *text; /* the running config as YAML, for get config */
 	size_t text_len;
 } ctl = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -71,12 +97,23 @@ mgr_control_unlock(void)
 
 /* ---------------------------------------------------------------- the plan */
 
+/* What a change does to a service's NFs (the config alone says nothing of
+ * processes). */
+enum svc_action { SVC_ADD, SVC_REMOVE, SVC_RESIZE };
+struct svc_change {
+	enum svc_action action;
+	uint16_t service; /* its index in the running config (a new one: its slot) */
+	uint32_t from_n, to_n;
+};
+
 struct plan {
 	char *err;
 	size_t err_len;
 	unsigned int n_changes;
 	char log[2048]; /* what changed, for the NOTICE line */
 	size_t log_len;
+	struct svc_change svc[SQ_MAX_SERVICES];
+	unsigned int n_svc;
 };
 
 static int refuse(struct plan *p, const char *path, int line, const char *field, const char *fmt,
@@ -214,7 +251,7 @@ plan_service(struct plan *p, const struct sq_cfg_service *c, const struct sq_cfg
 	FIXED(strcmp(c->exec, s->exec) == 0, "exec");
 	FIXED(same_args(c, s), "args");
 	FIXED(c->mode == s->mode, "mode");
-	FIXED(c->instances == s->instances, "instances");
+	FIXED(c->max_instances == s->max_instances, "max_instances");
 	FIXED(c->ring_slots == s->ring_slots, "ring_slots");
 	FIXED(c->spin_ns == s->spin_ns, "spin_us");
 	FIXED(c->priority == s->priority, "priority");
@@ -223,6 +260,8 @@ plan_service(struct plan *p, const struct sq_cfg_service *c, const struct sq_cfg
 	FIXED(c->pool_queue_pkts == s->pool_queue_pkts, "pool_queue_pkts");
 	FIXED(c->pool_order == s->pool_order, "pool_order");
 #undef FIXED
+	if (c->instances != s->instances)
+		note(p, "service %s: instances %u -> %u", s->name, c->instances, s->instances);
 	if (!same_wake(&c->wake, &s->wake))
 		note(p, "service %s: wake", s->name);
 	if (c->burst_max != s->burst_max)
@@ -235,6 +274,7 @@ plan_service(struct plan *p, const struct sq_cfg_service *c, const struct sq_cfg
 	if (c->pool_backlog_max != s->pool_backlog_max)
 		note(p, "service %s: pool_backlog_max %u -> %u", s->name, c->pool_backlog_max,
 		     s->pool_backlog_max);
+	out->instances = s->instances;
 	out->wake = s->wake;
 	out->burst_max = s->burst_max;
 	out->batch_budget_pkts = s->batch_budget_pkts;
@@ -243,31 +283,104 @@ plan_service(struct plan *p, const struct sq_cfg_service *c, const struct sq_cfg
 	return 0;
 }
 
-/* n's service index -> the running index, by name. */
-static int
-plan_services(struct plan *p, const struct sq_config *cur, const struct sq_config *n,
-	      struct sq_config *next, int16_t *svc_map)
+static bool
+is_hole(const struct sq_cfg_service *s)
 {
+	return s->name[0] == '\0';
+}
+
+/* A slot for a service added while running: a hole no NF still drains, or
+ * a new index. */
+static int
+free_service_slot(const struct mgr *mgr, const struct sq_config *next, const bool *taken)
+{
+	for (uint16_t s = 0; s < SQ_MAX_SERVICES; s++) {
+		if (taken[s] || (s < next->n_services && !is_hole(&next->services[s])))
+			continue;
+		if (mgr->services[s].cap_nfs != 0) /* still draining */
+			continue;
+		return s;
+	}
+	return -1;
+}
+
+static int
+copy_service(struct sq_cfg_service *dst, const struct sq_cfg_service *src)
+{
+	*dst = *src;
+	memset(dst->args, 0, sizeof(dst->args));
+	for (uint32_t a = 0; a < src->n_args; a++) {
+		dst->args[a] = strdup(src->args[a]);
+		if (dst->args[a] == NULL)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static void
+clear_service(struct sq_cfg_service *s)
+{
+	for (uint32_t a = 0; a < s->n_args; a++)
+		free(s->args[a]);
+	memset(s, 0, sizeof(*s));
+}
+
+static void
+add_svc_change(struct plan *p, enum svc_action action, uint16_t service, uint32_t from_n,
+	       uint32_t to_n)
+{
+	p->svc[p->n_svc++] = (struct svc_change){action, service, from_n, to_n};
+}
+
+/* Services by name: one that stays keeps its index; a new one takes a free
+ * slot; a removed one leaves a hole its NFs drain from. svc_map: n's index
+ * -> the running index. */
+static int
+plan_services(struct plan *p, const struct mgr *mgr, const struct sq_config *cur,
+	      const struct sq_config *n, struct sq_config *next, int16_t *svc_map)
+{
+	bool taken[SQ_MAX_SERVICES] = {false};
+
 	for (uint16_t i = 0; i < n->n_services; i++) {
 		int idx = sq_config_service_index(cur, n->services[i].name);
 
-		if (idx < 0)
-			return refuse(p, n->path, n->services[i].line, "services",
-				      "adding service \"%s\" while running is not supported yet",
-				      n->services[i].name);
 		svc_map[i] = (int16_t)idx;
+		if (idx >= 0)
+			taken[idx] = true;
 	}
-	for (uint16_t i = 0; i < cur->n_services; i++)
-		if (sq_config_service_index(n, cur->services[i].name) < 0)
-			return refuse(p, n->path, 1, "services",
-				      "removing service \"%s\" while running is not supported yet",
-				      cur->services[i].name);
+	for (uint16_t s = 0; s < cur->n_services; s++) {
+		if (is_hole(&cur->services[s]) || taken[s])
+			continue;
+		note(p, "service %s removed", cur->services[s].name);
+		add_svc_change(p, SVC_REMOVE, s, mgr->services[s].n_nfs, 0);
+		clear_service(&next->services[s]);
+	}
 	for (uint16_t i = 0; i < n->n_services; i++) {
-		int ret = plan_service(p, &cur->services[svc_map[i]], &n->services[i], n->path,
-				       &next->services[svc_map[i]]);
+		const struct sq_cfg_service *s = &n->services[i];
+		int slot = svc_map[i], ret;
 
-		if (ret < 0)
-			return ret;
+		if (slot >= 0) {
+			ret = plan_service(p, &cur->services[slot], s, n->path,
+					   &next->services[slot]);
+			if (ret < 0)
+				return ret;
+			if (cur->services[slot].instances != s->instances)
+				add_svc_change(p, SVC_RESIZE, (uint16_t)slot,
+					       cur->services[slot].instances, s->instances);
+			continue;
+		}
+		slot = free_service_slot(mgr, next, taken);
+		if (slot < 0)
+			return refuse(p, n->path, s->line, "services",
+				      "no free service slot for \"%s\" (%d in use or draining)",
+				      s->name, SQ_MAX_SERVICES);
+		taken[slot] = true;
+		svc_map[i] = (int16_t)slot;
+		if (copy_service(&next->services[slot], s) < 0)
+			return refuse(p, n->path, s->line, "services", "out of memory");
+		next->n_services = (uint16_t)RTE_MAX(next->n_services, slot + 1);
+		note(p, "service %s added (%u instances)", s->name, s->instances);
+		add_svc_change(p, SVC_ADD, (uint16_t)slot, 0, s->instances);
 	}
 	return 0;
 }
@@ -413,10 +526,33 @@ plan_generators(struct plan *p, const struct sq_config *cur, const struct sq_con
 	return 0;
 }
 
+/* The director sizes its idle pools at start: a service must keep what it
+ * was, per-flow or not, and a per-flow one keeps its instances. */
+static int
+check_pooled(struct plan *p, const char *path, const struct sq_config *cur,
+	     const struct sq_config *next, uint16_t s)
+{
+	bool was = s < cur->n_services && !is_hole(&cur->services[s]) && pooled(cur, s);
+	bool is = s < next->n_services && !is_hole(&next->services[s]) && pooled(next, s);
+	const struct sq_cfg_service *cs = s < cur->n_services ? &cur->services[s] : NULL;
+
+	if (was != is)
+		return refuse(p, path, 1, "rules",
+			      "service \"%s\" would %s per-flow rules: not supported while running "
+			      "yet",
+			      is ? next->services[s].name : cs->name, was ? "lose its" : "gain");
+	if (was && cs->instances != next->services[s].instances)
+		return refuse(p, path, next->services[s].line, "instances",
+			      "service \"%s\" is per-flow: its pool cannot be resized while "
+			      "running yet",
+			      cs->name);
+	return 0;
+}
+
 /* next = cur with n's changes, or an error naming n's file, line and field. */
 static int
-plan_config(struct plan *p, const struct sq_config *cur, const struct sq_config *n,
-	    struct sq_config *next)
+plan_config(struct plan *p, const struct mgr *mgr, const struct sq_config *cur,
+	    const struct sq_config *n, struct sq_config *next)
 {
 	int16_t svc_map[SQ_MAX_SERVICES], chain_map[SQ_MAX_CHAINS];
 	uint16_t saved_slot = ctl.next_slot;
@@ -428,19 +564,15 @@ plan_config(struct plan *p, const struct sq_config *cur, const struct sq_config 
 	if (ret == 0)
 		ret = plan_ports(p, cur, n);
 	if (ret == 0)
-		ret = plan_services(p, cur, n, next, svc_map);
+		ret = plan_services(p, mgr, cur, n, next, svc_map);
 	if (ret == 0)
 		ret = plan_chains(p, cur, n, svc_map, next, chain_map);
 	if (ret == 0)
 		ret = plan_rules(p, cur, n, chain_map, next);
 	if (ret == 0)
 		ret = plan_generators(p, cur, n);
-	for (uint16_t s = 0; ret == 0 && s < cur->n_services; s++)
-		if (pooled(cur, s) != pooled(next, s))
-			ret = refuse(p, n->path, 1, "rules",
-				     "service \"%s\" would %s per-flow rules: not supported while "
-				     "running yet",
-				     cur->services[s].name, pooled(cur, s) ? "lose its" : "gain");
+	for (uint16_t s = 0; ret == 0 && s < RTE_MAX(cur->n_services, next->n_services); s++)
+		ret = check_pooled(p, n->path, cur, next, s);
 	if (ret < 0) { /* nothing changes: not even the slot bookkeeping */
 		ctl.next_slot = saved_slot;
 		memcpy(ctl.gen, saved_gen, sizeof(saved_gen));
@@ -503,9 +635,10 @@ switch_to(struct mgr *mgr, struct sq_config *next)
 
 	atomic_store_explicit(&mgr->cfg_next, next, memory_order_release);
 	while (atomic_load(&mgr->cfg_swaps) == swaps) {
-		if (now_ms() > deadline &&
+		if ((now_ms() > deadline || mgr->stop) &&
 		    atomic_compare_exchange_strong(&mgr->cfg_next, &expect, NULL))
 			return -ETIMEDOUT;
+		expect = next;
 		usleep(50);
 	}
 	/* A round that starts after the switch reads the new config only. */
@@ -544,6 +677,326 @@ after_switch(struct mgr *mgr, const struct sq_config *before)
 	}
 }
 
+/* ---------------------------------------------------------------- NFs */
+
+static uint64_t now_ms(void);
+
+/* Contiguous NF ids for a new service: a removed service's range it fits
+ * in, else the ids never used. */
+static int
+take_ids(struct mgr *mgr, uint32_t cap, uint32_t *first)
+{
+	for (unsigned int i = 0; i < ctl.n_free_ids; i++) {
+		if (ctl.free_ids[i].cap < cap)
+			continue;
+		*first = ctl.free_ids[i].first;
+		ctl.free_ids[i].first += cap;
+		ctl.free_ids[i].cap -= cap;
+		if (ctl.free_ids[i].cap == 0)
+			ctl.free_ids[i] = ctl.free_ids[--ctl.n_free_ids];
+		return 0;
+	}
+	if ((uint64_t)mgr->n_nfs + cap > mgr->region->max_nfs)
+		return -ENOSPC;
+	*first = mgr->n_nfs;
+	return 0;
+}
+
+static void
+give_ids(uint32_t first, uint32_t cap)
+{
+	if (cap == 0 || ctl.n_free_ids == RTE_DIM(ctl.free_ids))
+		return; /* a range lost to reuse, not to the manager */
+	ctl.free_ids[ctl.n_free_ids++] = (struct id_range){first, cap};
+}
+
+void
+mgr_control_poll(struct mgr *mgr)
+{
+	struct mgr_nf *nf = atomic_load_explicit(&ctl.spawn_req, memory_order_acquire);
+
+	if (nf == NULL)
+		return;
+	atomic_store(&ctl.spawn_ret, mgr_nfs_spawn(mgr, nf));
+	atomic_store(&ctl.spawn_req, NULL);
+	atomic_store_explicit(&ctl.spawn_done, true, memory_order_release);
+}
+
+/* Start @p nf on the main lcore and wait until it runs its loop. */
+static int
+start_nf(struct mgr *mgr, struct mgr_nf *nf)
+{
+	uint64_t deadline = now_ms() + TAKE_TIMEOUT_MS;
+	struct mgr_nf *expect = nf;
+	int ret;
+
+	atomic_store(&ctl.spawn_done, false);
+	atomic_store_explicit(&ctl.spawn_req, nf, memory_order_release);
+	while (!atomic_load_explicit(&ctl.spawn_done, memory_order_acquire)) {
+		if (mgr->stop || (now_ms() > deadline &&
+				  atomic_compare_exchange_strong(&ctl.spawn_req, &expect, NULL)))
+			return -ETIMEDOUT;
+		usleep(50);
+	}
+	ret = atomic_load(&ctl.spawn_ret);
+	if (ret < 0)
+		return ret;
+	deadline = now_ms() + NF_READY_TIMEOUT_MS;
+	while (!mgr_nf_is_ready(nf)) {
+		/* died during start: the main lcore reaped it */
+		if (__atomic_load_n(&nf->pid, __ATOMIC_ACQUIRE) <= 0)
+			return -ECHILD;
+		if (now_ms() > deadline || mgr->stop)
+			return -ETIMEDOUT;
+		usleep(20);
+	}
+	nf->ready_tsc = rte_rdtsc();
+	atomic_store(&nf->live, true);
+	mgr_director_nf_ready(mgr, nf);
+	return 0;
+}
+
+/* Start instances [from, to) of a service whose slots are set up. */
+static int
+start_instances(struct mgr *mgr, uint16_t s, uint32_t from, uint32_t to, char *err, size_t err_len)
+{
+	struct mgr_service *svc = &mgr->services[s];
+
+	for (uint32_t i = from; i < to; i++) {
+		struct mgr_nf *nf = &mgr->nfs[svc->first_nf + i];
+		int ret = mgr_nfs_setup(mgr, nf->id, s, (uint16_t)i);
+
+		if (ret == 0)
+			ret = start_nf(mgr, nf);
+		if (ret < 0) {
+			snprintf(err, err_len, "service %s: instance %u did not start: %s",
+				 mgr->cfg->services[s].name[0] ? mgr->cfg->services[s].name
+							       : nf->ctl->service,
+				 i, strerror(-ret));
+			return ret;
+		}
+	}
+	return 0;
+}
+
+/* Until the roles hold no earlier view of the services' instances. */
+static void
+wait_rounds(struct mgr *mgr)
+{
+	uint64_t rx0 = atomic_load(&mgr->rx_rounds), tx0 = atomic_load(&mgr->tx_rounds);
+	uint64_t deadline = now_ms() + TAKE_TIMEOUT_MS;
+
+	while ((atomic_load(&mgr->rx_rounds) < rx0 + 2 || atomic_load(&mgr->tx_rounds) < tx0 + 2) &&
+	       now_ms() < deadline && !mgr->stop)
+		usleep(50);
+}
+
+/* NFs [from, to) of a service take no more packets (n_nfs is below them
+ * and the roles have seen it): let them hand back what they hold, stop
+ * them, and wait until the main lcore has reaped them. */
+static void
+retire_instances(struct mgr *mgr, uint16_t s, uint32_t from, uint32_t to)
+{
+	struct mgr_service *svc = &mgr->services[s];
+	uint64_t deadline = now_ms() + DRAIN_TIMEOUT_MS;
+	bool busy = true;
+
+	while (busy && now_ms() < deadline && !mgr->stop) {
+		busy = false;
+		for (uint32_t i = from; i < to; i++) {
+			const struct mgr_nf *nf = &mgr->nfs[svc->first_nf + i];
+
+			busy = busy || (nf->pid > 0 && (mgr_nf_outstanding(mgr, nf) != 0 ||
+							mgr_steer_held(mgr, nf) != 0));
+		}
+		if (busy)
+			usleep(200);
+	}
+	for (uint32_t i = from; i < to; i++)
+		mgr_nfs_retire(mgr, &mgr->nfs[svc->first_nf + i]);
+	deadline = now_ms() + STOP_TIMEOUT_MS;
+	for (uint32_t i = from; i < to; i++) {
+		struct mgr_nf *nf = &mgr->nfs[svc->first_nf + i];
+		pid_t pid;
+
+		while ((pid = __atomic_load_n(&nf->pid, __ATOMIC_ACQUIRE)) > 0 && !mgr->stop) {
+			if (now_ms() > deadline) {
+				MGR_LOG(WARNING, "%s#%u (pid %d) did not stop; killing it\n",
+					nf->ctl->service, nf->instance, pid);
+				kill(pid, SIGKILL);
+				deadline = now_ms() + STOP_TIMEOUT_MS;
+			}
+			usleep(500);
+		}
+	}
+}
+
+/* Before the switch: the NFs of added services and added instances run
+ * (nothing sends them packets until the new rules do, or n_nfs says). */
+static int
+grow_services(struct mgr *mgr, const struct plan *p, const struct sq_config *next, char *err,
+	      size_t err_len)
+{
+	for (unsigned int i = 0; i < p->n_svc; i++) {
+		const struct svc_change *c = &p->svc[i];
+		const struct sq_cfg_service *cs = &next->services[c->service];
+		struct mgr_service *svc = &mgr->services[c->service];
+		uint32_t first;
+		int ret;
+
+		if (c->action == SVC_REMOVE || c->to_n <= c->from_n)
+			continue;
+		if (c->action == SVC_ADD) {
+			if (take_ids(mgr, cs->max_instances, &first) < 0) {
+				snprintf(err, err_len,
+					 "service %s: no room for %u more NFs (manager.max_nfs %u)",
+					 cs->name, cs->max_instances, mgr->region->max_nfs);
+				return -ENOSPC;
+			}
+			svc->first_nf = first;
+			svc->cap_nfs = cs->max_instances;
+			svc->n_nfs = 0;
+			/* every slot, as at start: the loops over NF ids see no
+			 * slot without its control block and rings */
+			for (uint32_t k = 0; k < svc->cap_nfs; k++) {
+				ret = mgr_nfs_setup(mgr, first + k, c->service, (uint16_t)k);
+				if (ret < 0) {
+					snprintf(err, err_len, "service %s: %s", cs->name,
+						 strerror(-ret));
+					return ret;
+				}
+			}
+		}
+		ret = start_instances(mgr, c->service, c->from_n, c->to_n, err, err_len);
+		if (ret < 0)
+			return ret;
+		__atomic_store_n(&svc->n_nfs, c->to_n, __ATOMIC_RELEASE);
+	}
+	return 0;
+}
+
+/* After the switch: instances removed and services gone stop. */
+static void
+shrink_services(struct mgr *mgr, const struct plan *p)
+{
+	bool any = false;
+
+	for (unsigned int i = 0; i < p->n_svc; i++)
+		if (p->svc[i].to_n < p->svc[i].from_n) {
+			__atomic_store_n(&mgr->services[p->svc[i].service].n_nfs, p->svc[i].to_n,
+					 __ATOMIC_RELEASE);
+			any = true;
+		}
+	if (!any)
+		return;
+	wait_rounds(mgr);
+	for (unsigned int i = 0; i < p->n_svc; i++) {
+		const struct svc_change *c = &p->svc[i];
+		struct mgr_service *svc = &mgr->services[c->service];
+
+		if (c->to_n >= c->from_n)
+			continue;
+		retire_instances(mgr, c->service, c->to_n, c->from_n);
+		if (c->action == SVC_REMOVE) {
+			give_ids(svc->first_nf, svc->cap_nfs);
+			svc->first_nf = 0;
+			svc->cap_nfs = 0;
+		}
+	}
+}
+
+/* Undo grow_services after a failure: what started stops again. */
+static void
+ungrow_services(struct mgr *mgr, const struct plan *p)
+{
+	for (unsigned int i = 0; i < p->n_svc; i++) {
+		const struct svc_change *c = &p->svc[i];
+
+		if (c->action != SVC_REMOVE && c->to_n > c->from_n)
+			__atomic_store_n(&mgr->services[c->service].n_nfs, c->from_n,
+					 __ATOMIC_RELEASE);
+	}
+	wait_rounds(mgr);
+	for (unsigned int i = 0; i < p->n_svc; i++) {
+		const struct svc_change *c = &p->svc[i];
+		struct mgr_service *svc = &mgr->services[c->service];
+
+		if (c->action == SVC_REMOVE || c->to_n <= c->from_n || svc->cap_nfs == 0)
+			continue;
+		retire_instances(mgr, c->service, c->from_n, c->to_n);
+		if (c->action == SVC_ADD) {
+			give_ids(svc->first_nf, svc->cap_nfs);
+			svc->first_nf = 0;
+			svc->cap_nfs = 0;
+		}
+	}
+}
+
+/* A config that is the running one plus @p next's added services, which no
+ * chain uses yet: their NFs are set up and started from it. */
+static struct sq_config *
+with_added_services(const struct mgr *mgr, const struct plan *p, const struct sq_config *next)
+{
+	struct sq_config *mid = calloc(1, sizeof(*mid));
+
+	if (mid == NULL || copy_config(mid, mgr->cfg) < 0) {
+		free(mid);
+		return NULL;
+	}
+	for (unsigned int i = 0; i < p->n_svc; i++) {
+		uint16_t s = p->svc[i].service;
+
+		if (p->svc[i].action != SVC_ADD)
+			continue;
+		clear_service(&mid->services[s]);
+		if (copy_service(&mid->services[s], &next->services[s]) < 0) {
+			sq_config_free(mid);
+			free(mid);
+			return NULL;
+		}
+		mid->n_services = (uint16_t)RTE_MAX(mid->n_services, s + 1);
+	}
+	return mid;
+}
+
+/* Before the switch to @p next: the NFs it adds run. Services added go into
+ * the running config first (with no chain using them: nothing changes for
+ * packets), since NFs are made and started from the running config. */
+static int
+start_new_nfs(struct mgr *mgr, const struct plan *p, const struct sq_config *next, char *err,
+	      size_t err_len)
+{
+	bool adds = false, grows = false;
+	struct sq_config *mid;
+	int ret;
+
+	for (unsigned int i = 0; i < p->n_svc; i++) {
+		adds = adds || p->svc[i].action == SVC_ADD;
+		grows = grows || p->svc[i].to_n > p->svc[i].from_n;
+	}
+	if (!grows)
+		return 0;
+	if (adds) {
+		mid = with_added_services(mgr, p, next);
+		if (mid == NULL) {
+			snprintf(err, err_len, "out of memory");
+			return -ENOMEM;
+		}
+		ret = switch_to(mgr, mid);
+		if (ret < 0) {
+			sq_config_free(mid);
+			free(mid);
+			snprintf(err, err_len, "the manager did not take the config within %d ms",
+				 TAKE_TIMEOUT_MS);
+			return ret;
+		}
+	}
+	ret = grow_services(mgr, p, next, err, err_len);
+	if (ret < 0)
+		ungrow_services(mgr, p);
+	return ret;
+}
+
 static void
 refresh_text(struct mgr *mgr)
 {
@@ -579,7 +1032,7 @@ mgr_control_apply(struct mgr *mgr, const char *path, bool check_only, char *err,
 	mgr_control_lock();
 	ret = copy_config(next, mgr->cfg);
 	if (ret == 0)
-		ret = plan_config(&p, mgr->cfg, n, next);
+		ret = plan_config(&p, mgr, mgr->cfg, n, next);
 	if (ret < 0 || p.n_changes == 0 || check_only) {
 		if (ret == 0 && p.n_changes > 0)
 			MGR_LOG(INFO, "apply %s (check only): %s\n", path, p.log);
@@ -589,15 +1042,20 @@ mgr_control_apply(struct mgr *mgr, const char *path, bool check_only, char *err,
 		goto out_free;
 	}
 	before = *mgr->cfg; /* scalars only: after_switch compares wake settings */
-	ret = switch_to(mgr, next);
+	ret = start_new_nfs(mgr, &p, next, err, err_len);
+	if (ret == 0) {
+		ret = switch_to(mgr, next);
+		if (ret < 0)
+			snprintf(err, err_len, "the manager did not take the config within %d ms",
+				 TAKE_TIMEOUT_MS);
+	}
 	if (ret < 0) {
 		mgr_control_unlock();
-		snprintf(err, err_len, "the manager did not take the config within %d ms",
-			 TAKE_TIMEOUT_MS);
 		sq_config_free(next);
 		goto out_free;
 	}
 	next = NULL;
+	shrink_services(mgr, &p);
 	after_switch(mgr, &before);
 	refresh_text(mgr);
 	ctl.applies++;
@@ -656,8 +1114,9 @@ cmd_apply(const char *cmd, const char *params, struct rte_tel_data *d)
 	int ret;
 
 	(void)cmd;
-	if (ctl.mgr == NULL || ctl.mgr->pool == NULL)
-		return tel_error(d, "the manager is starting");
+	if (ctl.mgr == NULL || ctl.mgr->region == NULL ||
+	    atomic_load(&ctl.mgr->region->mgr_state) != SQ_MGR_RUNNING || ctl.mgr->stop)
+		return tel_error(d, "the manager is starting or stopping");
 	if (params == NULL || params[0] == '\0' ||
 	    snprintf(path, sizeof(path), "%s", params) >= (int)sizeof(path))
 		return tel_error(d, "expected /squall/apply,PATH[,check] (an absolute path)");

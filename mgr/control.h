@@ -31,6 +31,12 @@ void mgr_control_free(struct mgr *mgr, struct sq_config *first);
 int mgr_control_apply(struct mgr *mgr, const char *path, bool check_only, char *err, size_t err_len,
 		      unsigned int *n_changes);
 
+/** Main lcore, at its control tick: start an NF the control path asks for.
+ * NFs are started from the main lcore only: an NF's PR_SET_PDEATHSIG fires
+ * when the thread that started it ends, and a telemetry thread ends with
+ * its client's connection. */
+void mgr_control_poll(struct mgr *mgr);
+
 /** rx role, between rounds: take a config the control path left. */
 void mgr_control_take(struct mgr *mgr);
 

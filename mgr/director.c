@@ -256,9 +256,9 @@ mgr_director_init(struct mgr *mgr)
 	d->table = rte_hash_create(&hp);
 	d->flows = rte_zmalloc("sq_flows", sizeof(*d->flows) * mgr->cfg->max_flows, 0);
 	d->rr_next = calloc(SQ_MAX_SERVICES, sizeof(*d->rr_next));
-	d->cleaning = calloc(mgr->n_nfs ? mgr->n_nfs : 1, sizeof(*d->cleaning));
-	d->handoffs = calloc(mgr->n_nfs ? mgr->n_nfs : 1, sizeof(*d->handoffs));
-	d->spawning = calloc(mgr->n_nfs ? mgr->n_nfs : 1, sizeof(*d->spawning));
+	d->cleaning = calloc(mgr->region->max_nfs, sizeof(*d->cleaning));
+	d->handoffs = calloc(mgr->region->max_nfs, sizeof(*d->handoffs));
+	d->spawning = calloc(mgr->region->max_nfs, sizeof(*d->spawning));
 	if (d->table == NULL || d->flows == NULL || d->rr_next == NULL || d->cleaning == NULL ||
 	    d->handoffs == NULL || d->spawning == NULL)
 		return -ENOMEM;
@@ -1112,7 +1112,7 @@ mgr_director_rules_changed(struct mgr *mgr, const struct sq_config *old,
 			int r = same_rule_index(next, &old->rules[q->rules[from]]);
 
 			if (r < 0) {
-				mgr_drop(&mgr->rx.stats, SQ_DROP_CHAIN_GONE, q->pkts[from]);
+				mgr_drop(&mgr->rx.stats, SQ_DROP_CONFIG_CHANGED, q->pkts[from]);
 				d->n_waiting--;
 				continue;
 			}

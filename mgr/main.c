@@ -249,6 +249,7 @@ run_loop(struct mgr *mgr, const struct options *o, bool rx_elsewhere)
 			mgr_nfs_poll(mgr);
 		}
 		mgr_stats_poll(mgr);
+		mgr_control_poll(mgr);
 		if (o->run_ms != 0 && now - start > hz / 1000 * o->run_ms)
 			break;
 		if (o->idle_exit_ms != 0 && mgr->last_pkt_tsc != 0 &&

@@ -44,7 +44,7 @@ extern int sq_logtype_mgr;
 	_(STRAY, stray, "tcp packet of no flow and no syn")             \
 	_(POOL_EMPTY, pool_empty, "no idle nf for a new flow")          \
 	_(FLOW_TABLE_FULL, flow_table_full, "flow table full")          \
-	_(CHAIN_GONE, chain_gone, "chain or rule changed while in flight")
+	_(CONFIG_CHANGED, config_changed, "chain, rule or service changed while in flight")
 #define SQ_DROP_ENUM(sym, key, str) SQ_DROP_##sym,
 enum sq_drop { SQ_FOREACH_DROP(SQ_DROP_ENUM) SQ_DROP_MAX };
 extern const char *const sq_drop_keys[SQ_DROP_MAX];
@@ -155,6 +155,7 @@ struct mgr_nf {
 	pid_t pid;
 	_Atomic bool live;       /* takes packets; cleared when the process dies */
 	_Atomic bool active;     /* on the tx role's list: may have packets to return */
+	_Atomic bool retiring;   /* control role: stopping for good (a service removed or shrunk) */
 	uint64_t deq_pkts;       /* tx role: taken back from the NF (or reclaimed) */
 	uint32_t sched_priority; /* SCHED_RR priority applied; 0 = normal scheduler */
 	uint32_t closes_taken;   /* director: NF-side cleanups already accounted */
@@ -166,7 +167,8 @@ struct mgr_nf {
 
 struct mgr_service {
 	uint32_t first_nf; /* NFs of a service are contiguous ids */
-	uint32_t n_nfs;
+	uint32_t n_nfs;    /* the instances that take packets: first_nf.. */
+	uint32_t cap_nfs;  /* ids reserved: n_nfs may grow to it (control role) */
 };
 
 struct mgr_chain {
@@ -322,6 +324,11 @@ int mgr_nfs_spawn(struct mgr *mgr, struct mgr_nf *nf);
  * chain_priority + hop); 0: the normal scheduler. */
 uint32_t mgr_nf_own_priority(const struct mgr *mgr, const struct mgr_nf *nf);
 bool mgr_nf_is_ready(const struct mgr_nf *nf);
+/* control role: make NF slot @p id anew for a service's instance (rings kept
+ * when their size fits), or retire an NF (it stops after handing back what
+ * it holds; the main lcore reaps it). */
+int mgr_nfs_setup(struct mgr *mgr, uint32_t id, uint16_t service, uint16_t instance);
+void mgr_nfs_retire(struct mgr *mgr, struct mgr_nf *nf);
 const char *mgr_nf_state_name(uint32_t state);
 
 /* stats.c */

@@ -75,7 +75,7 @@ meta_in_range(const struct mgr *mgr, const struct sq_pkt_meta *meta)
 /* Out of range because its chain was removed or changed (a new generation
  * in its slot) while the packet was in an NF, not because an NF wrote it. */
 static bool
-chain_gone(const struct mgr *mgr, const struct sq_pkt_meta *meta)
+chain_changed(const struct mgr *mgr, const struct sq_pkt_meta *meta)
 {
 	const struct sq_config *cfg = mgr->cfg;
 
@@ -93,7 +93,8 @@ carry_out(struct mgr *mgr, struct role_ctx *role, struct rte_mbuf *pkt)
 	meta->owner = 0;
 	if (unlikely(!meta_in_range(mgr, meta))) {
 		mgr_drop(&role->stats,
-			 chain_gone(mgr, meta) ? SQ_DROP_CHAIN_GONE : SQ_DROP_BAD_VERDICT, pkt);
+			 chain_changed(mgr, meta) ? SQ_DROP_CONFIG_CHANGED : SQ_DROP_BAD_VERDICT,
+			 pkt);
 		return;
 	}
 	switch (meta->verdict >> 16) {
@@ -122,7 +123,7 @@ carry_out(struct mgr *mgr, struct role_ctx *role, struct rte_mbuf *pkt)
 int
 mgr_tx_init(struct mgr *mgr)
 {
-	uint32_t n = mgr->n_nfs ? mgr->n_nfs : 1;
+	uint32_t n = mgr->region->max_nfs ? mgr->region->max_nfs : 1;
 
 	mgr->active = calloc(n, sizeof(*mgr->active));
 	mgr->n_tx_ready_words = sq_tx_ready_words(n);

@@ -77,6 +77,18 @@ def two_chains(mgr: Manager, flip_hops: list[str]) -> dict[str, Any]:
     return cfg
 
 
+def services_config(mgr: Manager, flip_hops: list[str], f1: int, x: bool) -> dict[str, Any]:
+    """two_chains, with f1 resizable up to 4 instances and service x (a sig
+    NF) present or not."""
+    cfg = two_chains(mgr, flip_hops)
+    for svc in cfg["services"]:
+        if svc["name"] == "f1":
+            svc.update(instances=f1, max_instances=4)
+    if x:
+        cfg["services"].append({"name": "x", "exec": "squall-nf-sig", "ring_slots": 4096})
+    return cfg
+
+
 def counters(mgr: Manager, service: str) -> dict[str, int]:
     nfs = [nf for nf in mgr.nfs().values() if nf["service"] == service]
     assert len(nfs) == 1, nfs
@@ -121,8 +133,70 @@ def test_applies_under_traffic_leave_the_unchanged_chain_alone(
     # The changed chain: out, or dropped under the cause named for it.
     st = mgr.stats()
     drops = {k: v for k, v in st["drops"].items() if v}
-    assert set(drops) <= {"chain_gone"}, drops
-    assert ports["outb"]["tx_pkts"] + drops.get("chain_gone", 0) == sent_b
+    assert set(drops) <= {"config_changed"}, drops
+    assert ports["outb"]["tx_pkts"] + drops.get("config_changed", 0) == sent_b
+    mgr.finish()
+
+
+def test_services_added_resized_and_removed_under_traffic(mgr: Manager, tmp_path: Path) -> None:
+    mgr.start(services_config(mgr, ["f1"], 1, False))
+    for port in ("a", "b"):
+        mgr.query(f"/squall/gen_rate,{RATE_PPS},{port}")
+    tm = mgr._tm
+    assert tm is not None
+    steps = [
+        ("add x, in flip", services_config(mgr, ["f1", "x"], 1, True)),
+        ("f1 to 3", services_config(mgr, ["f1", "x"], 3, True)),
+        ("f1 to 1", services_config(mgr, ["f1", "x"], 1, True)),
+        ("remove x", services_config(mgr, ["f1"], 1, False)),
+    ]
+    seen: dict[str, dict[str, Any]] = {}
+    for i, (what, cfg) in enumerate(steps):
+        path = tmp_path / f"step{i}.yaml"
+        path.write_text(to_yaml(cfg))
+        res = control.apply_file(tm, path)
+        assert res.applied, (what, res)
+        before = {k: int(v["rx_pkts"]) for k, v in mgr.nfs().items()}
+        # each NF that should take packets now does
+        in_chains = {h for c in cfg["chains"] for h in c["services"]}
+        live = [
+            k
+            for k, v in mgr.nfs().items()
+            if v["service"] in in_chains and v["state"] in ("asleep", "awake", "waking")
+        ]
+        mgr.wait_for(
+            lambda b=before, lv=live: all(  # type: ignore[misc]
+                int(mgr.nfs()[k]["rx_pkts"]) > b[k] for k in lv
+            ),
+            10,
+            f"every live NF gets packets after {what!r}",
+        )
+        seen[what] = mgr.nfs()
+    # x ran while it was there, in flip's path
+    assert int(seen["add x, in flip"]["x#0"]["counters"]["sig_pkts"]) > 0
+    # f1 had three instances, each took a share (rss over 64 flows)
+    assert {k for k, v in seen["f1 to 3"].items() if v["service"] == "f1" and v["pid"] > 0} == {
+        "f1#0",
+        "f1#1",
+        "f1#2",
+    }
+    # and then one again; x is gone, its process too
+    final = mgr.nfs()
+    assert [k for k, v in final.items() if v["service"] == "f1" and v["pid"] > 0] == ["f1#0"]
+    x_pid = int(seen["remove x"].get("x#0", {}).get("pid", 0))
+    assert x_pid == 0, "x still runs after its removal"
+    assert "name: x" not in get_config(mgr)
+    for port in ("a", "b"):
+        assert mgr.query(f"/squall/gen_rate,0,{port}")["rate_pps"] == 0
+    sent_a = int(mgr.query("/squall/gen,a")["sent_pkts"])
+    sent_b = int(mgr.query("/squall/gen,b")["sent_pkts"])
+    mgr.wait_accounted(sent_a + sent_b)
+    ports = mgr.ports()
+    assert ports["outa"]["tx_pkts"] == sent_a, "the chain no change touched lost packets"
+    st = mgr.stats()
+    drops = {k: v for k, v in st["drops"].items() if v}
+    assert set(drops) <= {"config_changed"}, drops
+    assert ports["outb"]["tx_pkts"] + drops.get("config_changed", 0) == sent_b
     mgr.finish()
 
 
@@ -166,8 +240,13 @@ def test_single_edits(mgr: Manager) -> None:
     assert squallctl(mgr, "chain", "remove", "extra").returncode == 0
     assert "extra" not in get_config(mgr)
     # What cannot change while running is refused, naming the field.
+    r = squallctl(mgr, "service", "set", "f1", "mode=poll")
+    assert r.returncode == 2 and ": mode: " in r.stderr and "running" in r.stderr, r.stderr
+    r = squallctl(mgr, "service", "set", "f1", "max_instances=8")
+    assert r.returncode == 2 and "max_instances" in r.stderr and "running" in r.stderr, r.stderr
+    # instances only up to the ids reserved at start
     r = squallctl(mgr, "service", "set", "f1", "instances=2")
-    assert r.returncode == 2 and "instances" in r.stderr and "running" in r.stderr, r.stderr
+    assert r.returncode == 2 and "max_instances" in r.stderr, r.stderr
     mgr.finish()
 
 
