@@ -38,11 +38,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <rte_telemetry.h>
 
+#include "config_edit.h"
 #include "config_emit.h"
 #include "control.h"
 #include "mgr.h"
@@ -81,7 +83,7 @@ static struct {
 	_Atomic bool spawn_done;
 	char *text; /* the running config as YAML, for get config */
 	size_t text_len;
-} ctl = {.lock = PTHREAD_MUTEX_INITIALIZER};
+} ctl = {.lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP}; /* an edit applies under it */
 
 void
 mgr_control_lock(void)
@@ -1102,6 +1104,164 @@ add_long_string(struct rte_tel_data *d, const char *key, const char *text)
 	rte_tel_data_add_dict_container(d, key, arr, 0);
 }
 
+/* Apply a config given as text: the loader reads it from a memfd. Its
+ * errors then name /proc/self/fd/N:LINE, a file the user never saw: they
+ * are given without it. */
+static int
+apply_text(struct mgr *mgr, const char *text, bool check, char *err, size_t err_len,
+	   unsigned int *n_changes)
+{
+	size_t len = strlen(text), done = 0;
+	char path[64];
+	int fd, ret;
+
+	fd = memfd_create("squall-edit", MFD_CLOEXEC);
+	if (fd < 0) {
+		snprintf(err, err_len, "memfd_create: %s", strerror(errno));
+		return -errno;
+	}
+	while (done < len) {
+		ssize_t n = write(fd, text + done, len - done);
+
+		if (n <= 0) {
+			ret = n < 0 ? -errno : -EIO;
+			close(fd);
+			snprintf(err, err_len, "memfd: %s", strerror(-ret));
+			return ret;
+		}
+		done += (size_t)n;
+	}
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	ret = mgr_control_apply(mgr, path, check, err, err_len, n_changes);
+	close(fd);
+	if (ret < 0 && strncmp(err, path, strlen(path)) == 0) {
+		const char *rest = strchr(err + strlen(path) + 1, ':'); /* past the line */
+
+		if (rest != NULL && rest[1] == ' ')
+			memmove(err, rest + 2, strlen(rest + 2) + 1);
+	}
+	return ret;
+}
+
+static int
+reply(struct rte_tel_data *d, int ret, const char *err, unsigned int n_changes, bool check)
+{
+	rte_tel_data_start_dict(d);
+	if (ret < 0) {
+		add_long_string(d, "error", err[0] ? err : strerror(-ret));
+		rte_tel_data_add_dict_int(d, "exit", ret == -EINVAL || ret == -ENOENT ? 2 : 1);
+		return 0;
+	}
+	rte_tel_data_add_dict_u64(d, "changes", n_changes);
+	rte_tel_data_add_dict_int(d, "applied", !check && n_changes > 0);
+	return 0;
+}
+
+static bool
+running(void)
+{
+	return ctl.mgr != NULL && ctl.mgr->region != NULL &&
+	       atomic_load(&ctl.mgr->region->mgr_state) == SQ_MGR_RUNNING && !ctl.mgr->stop;
+}
+
+static bool
+parse_long(const char *s, char **end, long *v)
+{
+	*v = strtol(s, end, 10);
+	return *end != s && *v >= 0;
+}
+
+/* The parameters of an edit command into @p e; @p buf holds the copy the
+ * pointers point into. @return false for a malformed one. */
+static bool
+edit_params(enum sq_edit_op op, const char *params, char *buf, size_t len, struct sq_config_edit *e)
+{
+	char *end, *comma;
+
+	if (params == NULL || snprintf(buf, len, "%s", params) >= (int)len || buf[0] == '\0')
+		return false;
+	*e = (struct sq_config_edit){.op = op, .index = -1, .to = -1};
+	switch (op) {
+	case SQ_EDIT_RULE_ADD:
+		e->fragment = buf;
+		if (buf[0] >= '0' && buf[0] <= '9') {
+			if (!parse_long(buf, &end, &e->index) || *end != ',')
+				return false;
+			e->fragment = end + 1;
+		}
+		return true;
+	case SQ_EDIT_RULE_REMOVE: return parse_long(buf, &end, &e->index) && *end == '\0';
+	case SQ_EDIT_RULE_MOVE:
+		return parse_long(buf, &end, &e->index) && *end == ',' &&
+		       parse_long(end + 1, &end, &e->to) && *end == '\0';
+	case SQ_EDIT_CHAIN_ADD:
+	case SQ_EDIT_SERVICE_ADD: e->fragment = buf; return true;
+	case SQ_EDIT_CHAIN_REMOVE:
+	case SQ_EDIT_SERVICE_REMOVE: e->name = buf; return true;
+	case SQ_EDIT_SERVICE_SET:
+		comma = strchr(buf, ',');
+		if (comma == NULL)
+			return false;
+		*comma = '\0';
+		e->name = buf;
+		e->fragment = comma + 1;
+		return true;
+	}
+	return false;
+}
+
+static const char *const edit_usage[] = {
+	[SQ_EDIT_RULE_ADD] =
+		"expected /squall/rule_add,[AT,]{in_port: P, chain: C, out_port: P, ...}",
+	[SQ_EDIT_RULE_REMOVE] = "expected /squall/rule_remove,INDEX",
+	[SQ_EDIT_RULE_MOVE] = "expected /squall/rule_move,FROM,TO",
+	[SQ_EDIT_CHAIN_ADD] = "expected /squall/chain_add,{name: N, services: [S, ...]}",
+	[SQ_EDIT_CHAIN_REMOVE] = "expected /squall/chain_remove,NAME",
+	[SQ_EDIT_SERVICE_ADD] = "expected /squall/service_add,{name: N, exec: E, ...}",
+	[SQ_EDIT_SERVICE_REMOVE] = "expected /squall/service_remove,NAME",
+	[SQ_EDIT_SERVICE_SET] = "expected /squall/service_set,NAME,{KEY: VALUE, ...}",
+};
+
+/* One edit of the running config, applied as a whole config is. */
+static int
+cmd_edit(enum sq_edit_op op, const char *params, struct rte_tel_data *d)
+{
+	char buf[1024], err[SQ_CFG_ERR_LEN] = "", *text = NULL;
+	unsigned int n_changes = 0;
+	struct sq_config_edit e;
+	int ret;
+
+	if (!running())
+		return tel_error(d, "the manager is starting or stopping");
+	if (!edit_params(op, params, buf, sizeof(buf), &e))
+		return tel_error(d, edit_usage[op]);
+	mgr_control_lock();
+	if (ctl.text == NULL)
+		refresh_text(ctl.mgr);
+	ret = ctl.text == NULL ? -ENOMEM
+			       : sq_config_edit_text(ctl.text, &e, &text, err, sizeof(err));
+	if (ret == 0)
+		ret = apply_text(ctl.mgr, text, false, err, sizeof(err), &n_changes);
+	mgr_control_unlock();
+	free(text);
+	return reply(d, ret, err, n_changes, false);
+}
+
+#define EDIT_CMD(fn, op)                                                           \
+	static int fn(const char *cmd, const char *params, struct rte_tel_data *d) \
+	{                                                                          \
+		(void)cmd;                                                         \
+		return cmd_edit(op, params, d);                                    \
+	}
+EDIT_CMD(cmd_rule_add, SQ_EDIT_RULE_ADD)
+EDIT_CMD(cmd_rule_remove, SQ_EDIT_RULE_REMOVE)
+EDIT_CMD(cmd_rule_move, SQ_EDIT_RULE_MOVE)
+EDIT_CMD(cmd_chain_add, SQ_EDIT_CHAIN_ADD)
+EDIT_CMD(cmd_chain_remove, SQ_EDIT_CHAIN_REMOVE)
+EDIT_CMD(cmd_service_add, SQ_EDIT_SERVICE_ADD)
+EDIT_CMD(cmd_service_remove, SQ_EDIT_SERVICE_REMOVE)
+EDIT_CMD(cmd_service_set, SQ_EDIT_SERVICE_SET)
+
 /* "/squall/apply,PATH[,check]": the manager reads PATH itself (a telemetry
  * command is one line of at most 1 KiB; a config is longer). */
 static int
@@ -1114,8 +1274,7 @@ cmd_apply(const char *cmd, const char *params, struct rte_tel_data *d)
 	int ret;
 
 	(void)cmd;
-	if (ctl.mgr == NULL || ctl.mgr->region == NULL ||
-	    atomic_load(&ctl.mgr->region->mgr_state) != SQ_MGR_RUNNING || ctl.mgr->stop)
+	if (!running())
 		return tel_error(d, "the manager is starting or stopping");
 	if (params == NULL || params[0] == '\0' ||
 	    snprintf(path, sizeof(path), "%s", params) >= (int)sizeof(path))
@@ -1126,15 +1285,7 @@ cmd_apply(const char *cmd, const char *params, struct rte_tel_data *d)
 		check = true;
 	}
 	ret = mgr_control_apply(ctl.mgr, path, check, err, sizeof(err), &n_changes);
-	rte_tel_data_start_dict(d);
-	if (ret < 0) {
-		add_long_string(d, "error", err[0] ? err : strerror(-ret));
-		rte_tel_data_add_dict_int(d, "exit", ret == -EINVAL || ret == -ENOENT ? 2 : 1);
-		return 0;
-	}
-	rte_tel_data_add_dict_u64(d, "changes", n_changes);
-	rte_tel_data_add_dict_int(d, "applied", !check && n_changes > 0);
-	return 0;
+	return reply(d, ret, err, n_changes, check);
 }
 
 /* "/squall/config[,OFFSET]": the running config as YAML from OFFSET, at
@@ -1183,6 +1334,22 @@ cmd_control(const char *cmd, const char *params, struct rte_tel_data *d)
 	return 0;
 }
 
+static const struct {
+	const char *name;
+	telemetry_cb fn;
+	const char *help;
+} edits[] = {
+	{"/squall/rule_add", cmd_rule_add, "Add a rule. Params: [AT,]{in_port: P, chain: C, ...}"},
+	{"/squall/rule_remove", cmd_rule_remove, "Remove the rule at INDEX. Params: INDEX"},
+	{"/squall/rule_move", cmd_rule_move, "Move a rule. Params: FROM,TO"},
+	{"/squall/chain_add", cmd_chain_add, "Add a chain. Params: {name: N, services: [S, ...]}"},
+	{"/squall/chain_remove", cmd_chain_remove, "Remove a chain. Params: NAME"},
+	{"/squall/service_add", cmd_service_add, "Add a service. Params: {name: N, exec: E, ...}"},
+	{"/squall/service_remove", cmd_service_remove, "Remove a service. Params: NAME"},
+	{"/squall/service_set", cmd_service_set,
+	 "Change a service. Params: NAME,{KEY: VALUE, ...}"},
+};
+
 int
 mgr_control_init(struct mgr *mgr, const char *nf_path)
 {
@@ -1197,6 +1364,9 @@ mgr_control_init(struct mgr *mgr, const char *nf_path)
 	    rte_telemetry_register_cmd("/squall/control", cmd_control,
 				       "Counts of applied changes") < 0)
 		return -EINVAL;
+	for (size_t i = 0; i < RTE_DIM(edits); i++)
+		if (rte_telemetry_register_cmd(edits[i].name, edits[i].fn, edits[i].help) < 0)
+			return -EINVAL;
 	return 0;
 }
 

@@ -191,13 +191,9 @@ def cmd_raw(args: argparse.Namespace, api: ControlApi) -> Exit:
     return Exit.OK
 
 
-def _applied(args: argparse.Namespace, edit: control.Edit | None, api: ControlApi) -> Exit:
-    """Apply a file (args.file) or an edit of the running config; report it."""
+def _report(args: argparse.Namespace, run: Callable[[], control.ApplyResult]) -> Exit:
     try:
-        if edit is None:
-            res = control.apply_file(api.tm, args.file, args.check)
-        else:
-            res = control.edit_and_apply(api.tm, edit, args.check)
+        res = run()
     except control.ApplyError as e:
         print(f"squallctl: {e}", file=sys.stderr)
         return Exit.USAGE if e.exit_code == 2 else Exit.FAILED
@@ -205,7 +201,7 @@ def _applied(args: argparse.Namespace, edit: control.Edit | None, api: ControlAp
         _print_json({"changes": res.changes, "applied": res.applied})
     elif res.changes == 0:
         print("no change")
-    elif args.check:
+    elif getattr(args, "check", False):
         print(f"ok: {res.changes} change(s) would be made")
     else:
         print(f"applied: {res.changes} change(s)")
@@ -213,7 +209,7 @@ def _applied(args: argparse.Namespace, edit: control.Edit | None, api: ControlAp
 
 
 def cmd_apply(args: argparse.Namespace, api: ControlApi) -> Exit:
-    return _applied(args, None, api)
+    return _report(args, lambda: control.apply_file(api.tm, args.file, args.check))
 
 
 def cmd_get(args: argparse.Namespace, api: ControlApi) -> Exit:
@@ -229,37 +225,43 @@ def _rule_of(args: argparse.Namespace) -> dict[str, str]:
     return rule
 
 
-def cmd_edit(args: argparse.Namespace, api: ControlApi) -> Exit:
-    what = f"{args.command} {args.action}"
-    edit: control.Edit
-    if what == "rule add":
-        edit = control.rule_add(_rule_of(args), args.at)
-    elif what == "rule remove":
-        edit = control.rule_remove(args.index)
-    elif what == "rule move":
-        edit = control.rule_move(args.src, args.dst)
-    elif what == "chain add":
-        edit = control.chain_add(args.obj, args.services)
-    elif what == "chain remove":
-        edit = control.chain_remove(args.obj)
-    elif what == "service add":
+def _edit_command(args: argparse.Namespace) -> tuple[str, str]:
+    """The manager's command and parameters for a single edit."""
+    what = f"{args.command}_{args.action}"
+    if what == "rule_add":
+        frag = control.fragment(_rule_of(args))
+        return what, frag if args.at is None else f"{args.at},{frag}"
+    if what == "rule_remove":
+        return what, str(args.index)
+    if what == "rule_move":
+        return what, f"{args.src},{args.dst}"
+    if what == "chain_add":
+        return what, control.fragment({"name": args.obj, "services": args.services})
+    if what in ("chain_remove", "service_remove"):
+        return what, args.obj
+    if what == "service_add":
         svc: dict[str, Any] = {"name": args.obj, "exec": args.exec, "args": args.nf_args}
         if args.instances is not None:
             svc["instances"] = str(args.instances)
-        edit = control.service_add(svc)
-    elif what == "service remove":
-        edit = control.service_remove(args.obj)
-    else:
-        edit = control.service_set(args.obj, args.settings)
-    return _applied(args, edit, api)
+        return what, control.fragment(svc)
+    return what, f"{args.obj},{control.fragment(control.settings(args.settings))}"
+
+
+def cmd_edit(args: argparse.Namespace, api: ControlApi) -> Exit:
+    try:
+        command, params = _edit_command(args)
+    except control.ApplyError as e:
+        print(f"squallctl: {e}", file=sys.stderr)
+        return Exit.USAGE
+    return _report(args, lambda: control.edit(api.tm, command, params))
 
 
 def _add_edit_parsers(sub: Any) -> None:
-    """rule|chain|service add|remove|...: edits of the running config, applied whole."""
+    """rule|chain|service add|remove|...: the manager's /squall/rule_add and the rest,
+    each an edit of the running config applied as a whole config is."""
 
     def verb(parent: Any, name: str, helptext: str) -> argparse.ArgumentParser:
         p: argparse.ArgumentParser = parent.add_parser(name, help=helptext, description=helptext)
-        p.add_argument("--check", action="store_true", help="check only, change nothing")
         p.add_argument(
             "--json", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
         )
@@ -294,12 +296,12 @@ def _add_edit_parsers(sub: Any) -> None:
     service = sub.add_parser("service", help="add, remove or change a service")
     service.set_defaults(fn=cmd_edit)
     sv = service.add_subparsers(dest="action", metavar="ACTION", required=True)
-    p = verb(sv, "add", "add a service (not yet supported by the manager while it runs)")
+    p = verb(sv, "add", "add a service; its NFs start before any rule sends it a packet")
     p.add_argument("obj", metavar="NAME")
     p.add_argument("--exec", required=True)
     p.add_argument("--instances", type=int)
     p.add_argument("nf_args", nargs="*", metavar="ARG", help="the NF's arguments (after --)")
-    p = verb(sv, "remove", "remove a service (not yet supported by the manager while it runs)")
+    p = verb(sv, "remove", "remove a service: its NFs hand back what they hold, then stop")
     p.add_argument("obj", metavar="NAME")
     p = verb(sv, "set", "change a service's settings, e.g. wake.policy=fixed burst_max=16")
     p.add_argument("obj", metavar="NAME")

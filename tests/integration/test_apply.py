@@ -239,6 +239,10 @@ def test_single_edits(mgr: Manager) -> None:
     assert squallctl(mgr, "rule", "remove", "0").returncode == 0
     assert squallctl(mgr, "chain", "remove", "extra").returncode == 0
     assert "extra" not in get_config(mgr)
+    # The same edits are the manager's own commands (dpdk-telemetry.py works).
+    assert mgr.query("/squall/rule_move,0,1")["applied"] == 1
+    assert mgr.query("/squall/rule_move,1,0")["applied"] == 1
+    assert "expected /squall/rule_move,FROM,TO" in str(mgr._tm.query_raw("/squall/rule_move,x"))
     # What cannot change while running is refused, naming the field.
     r = squallctl(mgr, "service", "set", "f1", "mode=poll")
     assert r.returncode == 2 and ": mode: " in r.stderr and "running" in r.stderr, r.stderr
