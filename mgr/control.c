@@ -32,7 +32,9 @@
  * mode, per-flow pools) is refused with the field named; nothing changes
  * then.
  */
+#include <assert.h>
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -98,6 +100,18 @@ mgr_control_unlock(void)
 }
 
 /* ---------------------------------------------------------------- the plan */
+
+/* A key added to the config must be placed here: may it change while
+ * running (then the plan applies it) or not (then the plan refuses a
+ * change)? Otherwise an apply would drop it silently. These sizes trip
+ * when a struct grows; config_emit.c must write the new key too. */
+static_assert(offsetof(struct sq_config, ports) == 592, "manager key: plan_manager");
+static_assert(sizeof(struct sq_cfg_service) == 784, "service key: plan_service");
+static_assert(sizeof(struct sq_cfg_wake) == 32, "wake key: same_wake");
+static_assert(sizeof(struct sq_cfg_port) == 2092, "port key: same_port");
+static_assert(sizeof(struct sq_cfg_rule) == 28, "rule key: same_rule");
+static_assert(sizeof(struct sq_cfg_chain) == 72, "chain key: plan_chains");
+static_assert(sizeof(struct sq_cfg_gen) == 168, "generator key: plan_generators");
 
 /* What a change does to a service's NFs (the config alone says nothing of
  * processes). */

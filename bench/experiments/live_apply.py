@@ -96,8 +96,8 @@ def one_run(ctx: Context, applies: int, rate_pps: int, rep: int) -> dict[str, An
         "sig_sums_equal": s1["sig_sum"] == s2["sig_sum"],
         "sent_changed": sent_b,
         "out_changed": int(ports["outb"]["tx_pkts"]),
-        "chain_gone": int(st["drops"].get("chain_gone", 0)),
-        "other_drops": int(st["drop_pkts"]) - int(st["drops"].get("chain_gone", 0)),
+        "config_changed": int(st["drops"].get("config_changed", 0)),
+        "other_drops": int(st["drop_pkts"]) - int(st["drops"].get("config_changed", 0)),
         "apply_ms": [rounded(x, 3) for x in apply_ms],
     }
 
@@ -113,7 +113,7 @@ def run(ctx: Context) -> None:
         r["apply_ms"] = ms
         ctx.log(
             f"rep {rep}: {applies} applies, unaffected lost {r['lost_unaffected']} of "
-            f"{r['sent_unaffected']:,}; changed chain: {r['chain_gone']:,} chain_gone of "
+            f"{r['sent_unaffected']:,}; changed chain: {r['config_changed']:,} config_changed of "
             f"{r['sent_changed']:,}; apply p50 {spread(ms)['median']:.2f} ms"
         )
         runs.append(r)
@@ -124,8 +124,8 @@ def run(ctx: Context) -> None:
     ctx.summary["applies_total"] = sum(r["applies"] for r in runs)
     ctx.summary["apply_ms_p50"] = rounded(all_ms[len(all_ms) // 2], 3)
     ctx.summary["apply_ms_p99"] = rounded(all_ms[min(len(all_ms) - 1, len(all_ms) * 99 // 100)], 3)
-    ctx.summary["changed_chain_gone_pkts_per_apply"] = rounded(
-        sum(r["chain_gone"] for r in runs) / max(1, ctx.summary["applies_total"]), 2
+    ctx.summary["changed_config_changed_pkts_per_apply"] = rounded(
+        sum(r["config_changed"] for r in runs) / max(1, ctx.summary["applies_total"]), 2
     )
     ctx.summary["changed_chain_other_drops"] = sum(r["other_drops"] for r in runs)
     r0 = runs[0]
@@ -158,7 +158,7 @@ EXPERIMENT = Experiment(
         "between the two configs as fast as squallctl's call returns. The unchanged chain must "
         "lose nothing: `apply_lost_pkts_unaffected` counts its packets not transmitted, plus "
         "any whose bytes changed between its two sig hops. The changed chain's in-flight "
-        "packets are counted under `chain_gone`. Apply time is the whole call: load, check, "
+        "packets are counted under `config_changed`. Apply time is the whole call: load, check, "
         "the switch between two rx rounds, and the wait for the old config's readers."
     ),
     run=run,
