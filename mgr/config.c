@@ -9,6 +9,7 @@
 #include <assert.h> /* squall/region.h uses static_assert without it */
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -34,7 +35,8 @@ struct ctx {
 	struct sq_config *cfg;
 	char *err;
 	size_t err_len;
-	char got[96]; /* scratch for describe() */
+	char got[96];                    /* scratch for describe() */
+	const yaml_node_t *max_nfs_node; /* for an error found after the services */
 };
 
 /* Fill err with "FILE:LINE: BASE.KEY: message". Returns -EINVAL. */
@@ -568,6 +570,7 @@ enum {
 	MGR_FLOW_IDLE,
 	MGR_FLOW_LINGER,
 	MGR_CORE_WAKES,
+	MGR_MAX_NFS,
 	MGR_N_KEYS
 };
 static const char *const mgr_keys[MGR_N_KEYS] = {
@@ -583,6 +586,7 @@ static const char *const mgr_keys[MGR_N_KEYS] = {
 	"flow_idle_timeout_ms",
 	"flow_linger_ms",
 	"core_wakes_per_s",
+	"max_nfs",
 };
 
 static int
@@ -623,6 +627,9 @@ parse_manager(struct ctx *c, const yaml_node_t *node)
 	if (ret == 0)
 		ret = get_u32(c, v[MGR_FLOW_LINGER], b, "flow_linger_ms", 0, 600000,
 			      &cfg->flow_linger_ms);
+	if (ret == 0)
+		ret = get_u32(c, v[MGR_MAX_NFS], b, "max_nfs", 0, 1u << 20, &cfg->max_nfs);
+	c->max_nfs_node = v[MGR_MAX_NFS];
 	if (ret == 0)
 		ret = get_u32(c, v[MGR_CORE_WAKES], b, "core_wakes_per_s", 0, 10000000,
 			      &cfg->core_wakes_per_s);
@@ -801,6 +808,7 @@ enum {
 	SVC_POOL_QUEUE,
 	SVC_POOL_ORDER,
 	SVC_POOL_BACKLOG,
+	SVC_MAX_INSTANCES,
 	SVC_N_KEYS
 };
 static const char *const svc_keys[SVC_N_KEYS] = {
@@ -821,6 +829,7 @@ static const char *const svc_keys[SVC_N_KEYS] = {
 	"pool_queue_pkts",
 	"pool_order",
 	"pool_backlog_max",
+	"max_instances",
 };
 
 static int
@@ -886,6 +895,10 @@ parse_service(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_c
 	if (ret == 0)
 		ret = get_u32(c, v[SVC_POOL_BACKLOG], b, "pool_backlog_max", 0, 1000000,
 			      &svc->pool_backlog_max);
+	svc->max_instances = svc->instances;
+	if (ret == 0)
+		ret = get_u32(c, v[SVC_MAX_INSTANCES], b, "max_instances", svc->instances, 16384,
+			      &svc->max_instances);
 	svc->spin_ns = (uint64_t)spin_us * 1000;
 	return ret;
 }
@@ -1129,6 +1142,41 @@ static const char *const top_keys[TOP_N_KEYS] = {
 };
 
 /* Sections in dependency order: chains name services, rules name ports and chains. */
+/* The NF slots the region holds: every service's max_instances, and room for
+ * services added while running. */
+static int
+check_max_nfs(struct ctx *c)
+{
+	struct sq_config *cfg = c->cfg;
+	uint64_t reserved = sq_config_nfs_reserved(cfg);
+
+	if (cfg->max_nfs == 0 || cfg->max_nfs >= reserved)
+		return 0;
+	return fail(c, c->max_nfs_node, "manager", "max_nfs",
+		    "%u is below the %" PRIu64 " NF slots the services reserve (max_instances)",
+		    cfg->max_nfs, reserved);
+}
+
+uint64_t
+sq_config_nfs_reserved(const struct sq_config *cfg)
+{
+	uint64_t n = 0;
+
+	for (uint16_t i = 0; i < cfg->n_services; i++)
+		n += cfg->services[i].max_instances;
+	return n;
+}
+
+uint32_t
+sq_config_max_nfs(const struct sq_config *cfg)
+{
+	uint64_t reserved = sq_config_nfs_reserved(cfg);
+
+	if (cfg->max_nfs != 0)
+		return cfg->max_nfs;
+	return (uint32_t)RTE_MIN(reserved + SQ_SPARE_NF_SLOTS, (uint64_t)1 << 20);
+}
+
 static int
 parse_root(struct ctx *c, const yaml_node_t *root)
 {
@@ -1145,6 +1193,8 @@ parse_root(struct ctx *c, const yaml_node_t *root)
 		ret = parse_ports(c, v[TOP_PORTS]);
 	if (ret == 0)
 		ret = parse_services(c, v[TOP_SERVICES]);
+	if (ret == 0)
+		ret = check_max_nfs(c);
 	if (ret == 0)
 		ret = parse_chains(c, v[TOP_CHAINS]);
 	if (ret == 0)

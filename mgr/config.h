@@ -65,6 +65,7 @@ struct sq_cfg_service {
 	uint32_t pool_queue_pkts;  /* fallback queue: new flows' packets that may wait */
 	uint32_t pool_order;       /* enum sq_pool_order; default fifo */
 	uint32_t pool_backlog_max; /* new flows wait while more NFs wait to run; 0: no limit */
+	uint32_t max_instances;    /* NF slots reserved: instances may grow to it while running */
 	uint32_t priority;         /* SCHED_RR priority 1..99; 0 = the normal scheduler */
 	int32_t nice;              /* for the normal scheduler, -20..19 */
 	int line;
@@ -73,7 +74,8 @@ struct sq_cfg_service {
 struct sq_cfg_chain {
 	char name[SQ_CFG_NAME_LEN];
 	uint16_t services[SQ_MAX_HOPS]; /* indexes into services[] */
-	uint16_t n_hops;                /* >= 1 */
+	uint16_t n_hops;                /* >= 1; 0: a free slot of a running config */
+	uint16_t gen;                   /* running config: the slot's generation (mgr/control.c) */
 	int line;
 };
 
@@ -150,6 +152,8 @@ struct sq_config {
 	/* adaptive wakes: the wake rate a core of NFs is held to, by stretching
 	 * adaptive timeouts; default 50000; 0 = no limit */
 	uint32_t core_wakes_per_s;
+	/* NF slots in the region; 0: the services' max_instances + SQ_SPARE_NF_SLOTS */
+	uint32_t max_nfs;
 
 	struct sq_cfg_port ports[SQ_MAX_PORTS];
 	uint16_t n_ports;
@@ -176,6 +180,14 @@ int sq_config_load(const char *path, const char *nf_path, struct sq_config *cfg,
 
 /** Free what sq_config_load() allocated (the NF args). */
 void sq_config_free(struct sq_config *cfg);
+
+/* NF slots kept free for services added while running, unless max_nfs says. */
+#define SQ_SPARE_NF_SLOTS 64
+
+/** NF slots the services reserve (the sum of their max_instances). */
+uint64_t sq_config_nfs_reserved(const struct sq_config *cfg);
+/** NF slots the region is made with (max_nfs, or the reserve and spares). */
+uint32_t sq_config_max_nfs(const struct sq_config *cfg);
 
 /** Index of the port/service/chain named @p name, or -1. */
 int sq_config_port_index(const struct sq_config *cfg, const char *name);

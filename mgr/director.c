@@ -256,9 +256,9 @@ mgr_director_init(struct mgr *mgr)
 	d->table = rte_hash_create(&hp);
 	d->flows = rte_zmalloc("sq_flows", sizeof(*d->flows) * mgr->cfg->max_flows, 0);
 	d->rr_next = calloc(SQ_MAX_SERVICES, sizeof(*d->rr_next));
-	d->cleaning = calloc(mgr->n_nfs ? mgr->n_nfs : 1, sizeof(*d->cleaning));
-	d->handoffs = calloc(mgr->n_nfs ? mgr->n_nfs : 1, sizeof(*d->handoffs));
-	d->spawning = calloc(mgr->n_nfs ? mgr->n_nfs : 1, sizeof(*d->spawning));
+	d->cleaning = calloc(mgr->region->max_nfs, sizeof(*d->cleaning));
+	d->handoffs = calloc(mgr->region->max_nfs, sizeof(*d->handoffs));
+	d->spawning = calloc(mgr->region->max_nfs, sizeof(*d->spawning));
 	if (d->table == NULL || d->flows == NULL || d->rr_next == NULL || d->cleaning == NULL ||
 	    d->handoffs == NULL || d->spawning == NULL)
 		return -ENOMEM;
@@ -1076,4 +1076,50 @@ mgr_director_pool_stats(const struct mgr *mgr, uint16_t service, struct pool_sta
 	ps->waiting_max = p->wait.high;
 	ps->waited = p->wait.queued;
 	ps->wait_dropped = p->wait.dropped;
+}
+
+/* A rule the new config has too, by what it matches and where it sends. */
+static int
+same_rule_index(const struct sq_config *cfg, const struct sq_cfg_rule *r)
+{
+	for (uint16_t i = 0; i < cfg->n_rules; i++) {
+		const struct sq_cfg_rule *n = &cfg->rules[i];
+
+		if (n->in_port == r->in_port && n->has_dst_mac == r->has_dst_mac &&
+		    (!r->has_dst_mac || rte_is_same_ether_addr(&n->dst_mac, &r->dst_mac)) &&
+		    n->chain == r->chain && n->out_port == r->out_port && n->assign == r->assign &&
+		    n->nf_priority == r->nf_priority)
+			return i;
+	}
+	return -1;
+}
+
+/* Packets waiting for an idle NF name their rule by its index: give them the
+ * index of the same rule in the new config, or drop them (counted) when
+ * their rule is gone. Runs on the rx lcore, between rounds. */
+void
+mgr_director_rules_changed(struct mgr *mgr, const struct sq_config *old,
+			   const struct sq_config *next)
+{
+	struct director *d = mgr->dir;
+
+	for (uint16_t s = 0; d != NULL && s < old->n_services; s++) {
+		struct waitq *q = &d->pools[s].wait;
+		uint32_t kept = 0, n = q->count;
+
+		for (uint32_t i = 0; i < n; i++) {
+			uint32_t from = (q->head + i) % q->cap, to = (q->head + kept) % q->cap;
+			int r = same_rule_index(next, &old->rules[q->rules[from]]);
+
+			if (r < 0) {
+				mgr_drop(&mgr->rx.stats, SQ_DROP_CONFIG_CHANGED, q->pkts[from]);
+				d->n_waiting--;
+				continue;
+			}
+			q->pkts[to] = q->pkts[from];
+			q->rules[to] = (uint16_t)r;
+			kept++;
+		}
+		q->count = kept;
+	}
 }

@@ -18,6 +18,7 @@
 #include <rte_launch.h>
 #include <rte_lcore.h>
 
+#include "control.h"
 #include "mgr.h"
 
 RTE_LOG_REGISTER(sq_logtype_mgr, squall.mgr, NOTICE);
@@ -248,6 +249,7 @@ run_loop(struct mgr *mgr, const struct options *o, bool rx_elsewhere)
 			mgr_nfs_poll(mgr);
 		}
 		mgr_stats_poll(mgr);
+		mgr_control_poll(mgr);
 		if (o->run_ms != 0 && now - start > hz / 1000 * o->run_ms)
 			break;
 		if (o->idle_exit_ms != 0 && mgr->last_pkt_tsc != 0 &&
@@ -359,7 +361,7 @@ main(int argc, char **argv)
 	/* Commands go in before EAL opens the socket: a client that sees the
 	 * socket can use them (the callbacks cope with a manager still starting). */
 	mgr.cfg = &cfg;
-	if (mgr_telemetry_init(&mgr) < 0)
+	if (mgr_telemetry_init(&mgr) < 0 || mgr_control_init(&mgr, nf_path) < 0)
 		fprintf(stderr, "squall-mgr: telemetry commands not registered\n");
 	if (init_eal(&o, &cfg, argv[0]) < 0) {
 		fprintf(stderr, "squall-mgr: DPDK EAL init failed: %s\n", rte_strerror(rte_errno));
@@ -403,6 +405,7 @@ main(int argc, char **argv)
 	run_loop(&mgr, &o, rx_elsewhere);
 	MGR_LOG(NOTICE, "stopping\n");
 	status = shutdown_mgr(&mgr, &o, rx_elsewhere);
+	mgr_control_free(&mgr, &cfg);
 	sq_config_free(&cfg);
 	rte_eal_cleanup();
 	return status;

@@ -43,7 +43,8 @@ extern int sq_logtype_mgr;
 	_(SHUTDOWN, shutdown, "in flight at shutdown")                  \
 	_(STRAY, stray, "tcp packet of no flow and no syn")             \
 	_(POOL_EMPTY, pool_empty, "no idle nf for a new flow")          \
-	_(FLOW_TABLE_FULL, flow_table_full, "flow table full")
+	_(FLOW_TABLE_FULL, flow_table_full, "flow table full")          \
+	_(CONFIG_CHANGED, config_changed, "chain, rule or service changed while in flight")
 #define SQ_DROP_ENUM(sym, key, str) SQ_DROP_##sym,
 enum sq_drop { SQ_FOREACH_DROP(SQ_DROP_ENUM) SQ_DROP_MAX };
 extern const char *const sq_drop_keys[SQ_DROP_MAX];
@@ -154,6 +155,7 @@ struct mgr_nf {
 	pid_t pid;
 	_Atomic bool live;       /* takes packets; cleared when the process dies */
 	_Atomic bool active;     /* on the tx role's list: may have packets to return */
+	_Atomic bool retiring;   /* control role: stopping for good (a service removed or shrunk) */
 	uint64_t deq_pkts;       /* tx role: taken back from the NF (or reclaimed) */
 	uint32_t sched_priority; /* SCHED_RR priority applied; 0 = normal scheduler */
 	uint32_t closes_taken;   /* director: NF-side cleanups already accounted */
@@ -165,7 +167,8 @@ struct mgr_nf {
 
 struct mgr_service {
 	uint32_t first_nf; /* NFs of a service are contiguous ids */
-	uint32_t n_nfs;
+	uint32_t n_nfs;    /* the instances that take packets: first_nf.. */
+	uint32_t cap_nfs;  /* ids reserved: n_nfs may grow to it (control role) */
 };
 
 struct mgr_chain {
@@ -234,6 +237,10 @@ struct mgr {
 	uint64_t nf_rings_bytes; /* region memory of every NF's rx and tx ring */
 	struct core_wakes core_wakes[SQ_CORE_GROUPS];
 	uint64_t next_tune_tsc; /* tx role: mgr_wakeup_tune's next look */
+	/* control role: a config waiting for the rx role to take it, and how
+	 * many it took (mgr/control.c). */
+	_Atomic(struct sq_config *) cfg_next;
+	_Atomic uint64_t cfg_swaps;
 };
 
 /* region.c */
@@ -317,6 +324,11 @@ int mgr_nfs_spawn(struct mgr *mgr, struct mgr_nf *nf);
  * chain_priority + hop); 0: the normal scheduler. */
 uint32_t mgr_nf_own_priority(const struct mgr *mgr, const struct mgr_nf *nf);
 bool mgr_nf_is_ready(const struct mgr_nf *nf);
+/* control role: make NF slot @p id anew for a service's instance (rings kept
+ * when their size fits), or retire an NF (it stops after handing back what
+ * it holds; the main lcore reaps it). */
+int mgr_nfs_setup(struct mgr *mgr, uint32_t id, uint16_t service, uint16_t instance);
+void mgr_nfs_retire(struct mgr *mgr, struct mgr_nf *nf);
 const char *mgr_nf_state_name(uint32_t state);
 
 /* stats.c */
@@ -328,6 +340,10 @@ void mgr_stats_totals(const struct mgr *mgr, struct mgr_totals *t);
 unsigned int mgr_stats_poll(struct mgr *mgr);
 int mgr_stats_write_json(struct mgr *mgr, const char *path);
 unsigned int mgr_mbufs_in_use(const struct mgr *mgr);
+
+/* director.c: the rules changed (control role, on the rx lcore) */
+void mgr_director_rules_changed(struct mgr *mgr, const struct sq_config *old,
+				const struct sq_config *next);
 
 /* telemetry.c */
 int mgr_telemetry_init(struct mgr *mgr);

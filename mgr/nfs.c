@@ -50,6 +50,20 @@ init_nf(struct mgr *mgr, struct mgr_nf *nf, uint16_t service, uint16_t instance)
 	nf->service = service;
 	nf->instance = instance;
 	nf->ctl = ctl;
+	/* A slot made again (control role: its last NF is gone and reclaimed)
+	 * keeps rings of the right size. */
+	if (nf->rx != NULL && rte_ring_get_size(nf->rx) == cs->ring_slots) {
+		rte_ring_reset(nf->rx);
+		rte_ring_reset(nf->tx);
+		goto rings_done;
+	}
+	if (nf->rx != NULL) {
+		mgr->nf_rings_bytes -=
+			2 * (uint64_t)rte_ring_get_memsize(rte_ring_get_size(nf->rx));
+		rte_free(nf->rx);
+		rte_free(nf->tx);
+		nf->rx = nf->tx = NULL;
+	}
 	/* rx: the manager's roles (and later other NFs) produce; the NF consumes.
 	 * tx: the NF produces; the one tx role that owns it consumes. */
 	snprintf(name, sizeof(name), "sq_rx_%u", nf->id);
@@ -62,6 +76,8 @@ init_nf(struct mgr *mgr, struct mgr_nf *nf, uint16_t service, uint16_t instance)
 	if (ret < 0)
 		return ret;
 	mgr->nf_rings_bytes += 2 * (uint64_t)rte_ring_get_memsize(cs->ring_slots);
+rings_done:
+	nf->retiring = false;
 
 	memset(ctl, 0, sizeof(*ctl));
 	ctl->id = nf->id;
@@ -93,10 +109,13 @@ mgr_nfs_init(struct mgr *mgr)
 	mgr->nfs = calloc(mgr->region->max_nfs ? mgr->region->max_nfs : 1, sizeof(*mgr->nfs));
 	if (mgr->nfs == NULL)
 		return -ENOMEM;
+	/* A service's NF ids are contiguous: max_instances of them, so that its
+	 * instances can grow while running; those beyond instances wait unstarted. */
 	for (uint16_t s = 0; s < mgr->cfg->n_services; s++) {
 		mgr->services[s].first_nf = id;
 		mgr->services[s].n_nfs = mgr->cfg->services[s].instances;
-		for (uint32_t i = 0; i < mgr->cfg->services[s].instances; i++, id++) {
+		mgr->services[s].cap_nfs = mgr->cfg->services[s].max_instances;
+		for (uint32_t i = 0; i < mgr->cfg->services[s].max_instances; i++, id++) {
 			mgr->nfs[id].id = id;
 			ret = init_nf(mgr, &mgr->nfs[id], s, (uint16_t)i);
 			if (ret < 0)
@@ -381,6 +400,7 @@ nf_gone(struct mgr *mgr, struct mgr_nf *nf, int status)
 {
 	bool clean = atomic_load(&nf->ctl->state) == SQ_NF_EXITED;
 	bool stopping = atomic_load(&mgr->region->mgr_state) == SQ_MGR_STOPPING;
+	bool retiring = atomic_load(&nf->retiring);
 
 	atomic_store(&nf->live, false);
 	/* rx on another lcore may have picked this NF in the round under way;
@@ -392,7 +412,7 @@ nf_gone(struct mgr *mgr, struct mgr_nf *nf, int status)
 			rte_pause();
 	}
 	/* Expected at shutdown: INFO; otherwise the user should know: WARNING. */
-	rte_log(stopping && clean ? RTE_LOG_INFO : RTE_LOG_WARNING, sq_logtype_mgr,
+	rte_log((stopping || retiring) && clean ? RTE_LOG_INFO : RTE_LOG_WARNING, sq_logtype_mgr,
 		"squall-mgr: %s#%u (pid %d) %s %d\n", nf->ctl->service, nf->instance, nf->pid,
 		WIFSIGNALED(status) ? "killed by signal" : "exited with",
 		WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
@@ -405,7 +425,10 @@ nf_gone(struct mgr *mgr, struct mgr_nf *nf, int status)
 		atomic_fetch_sub(&mgr->region->awake[nf->ctl->core_group].n, 1);
 	if (!clean)
 		atomic_store(&nf->ctl->state, SQ_NF_DEAD);
-	reclaim_nf(mgr, nf, stopping ? SQ_DROP_SHUTDOWN : SQ_DROP_NF_DIED);
+	reclaim_nf(mgr, nf,
+		   stopping   ? SQ_DROP_SHUTDOWN
+		   : retiring ? SQ_DROP_CONFIG_CHANGED
+			      : SQ_DROP_NF_DIED);
 }
 
 unsigned int
@@ -480,4 +503,35 @@ mgr_nfs_free(struct mgr *mgr)
 	free(mgr->nfs);
 	mgr->nfs = NULL;
 	mgr->n_nfs = 0;
+}
+
+/* ---- the control role's: NFs of services added, resized or removed while
+ * running (mgr/control.c). The main lcore still reaps and reclaims them. */
+
+int
+mgr_nfs_setup(struct mgr *mgr, uint32_t id, uint16_t service, uint16_t instance)
+{
+	struct mgr_nf *nf = &mgr->nfs[id];
+	int ret;
+
+	if (id >= mgr->region->max_nfs)
+		return -ENOSPC;
+	nf->id = id;
+	ret = init_nf(mgr, nf, service, instance);
+	if (ret < 0)
+		return ret;
+	/* the reaper and the stats look at ids below n_nfs */
+	if (id >= mgr->n_nfs)
+		__atomic_store_n(&mgr->n_nfs, id + 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+void
+mgr_nfs_retire(struct mgr *mgr, struct mgr_nf *nf)
+{
+	atomic_store(&nf->retiring, true);
+	if (nf->pid <= 0)
+		return;
+	atomic_store(&nf->ctl->stop, 1);
+	mgr_wakeup_force(mgr, nf);
 }

@@ -81,16 +81,6 @@ remove_stale(const char *path)
 	return unlink(path) < 0 ? -errno : 0;
 }
 
-static uint32_t
-count_nfs(const struct sq_config *cfg)
-{
-	uint32_t n = 0;
-
-	for (uint16_t i = 0; i < cfg->n_services; i++)
-		n += cfg->services[i].instances;
-	return n;
-}
-
 static int
 map_file(struct mgr *mgr, const char *dir, size_t len)
 {
@@ -217,7 +207,7 @@ int
 mgr_region_create(struct mgr *mgr, const char *want_dir)
 {
 	size_t len = (size_t)mgr->cfg->region_mb << 20;
-	uint32_t max_nfs = count_nfs(mgr->cfg);
+	uint32_t max_nfs = sq_config_max_nfs(mgr->cfg);
 	size_t page_bytes, table_off, ready_off, heap_off;
 	char dir[SQ_CFG_PATH_LEN];
 	int ret;

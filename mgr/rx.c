@@ -12,6 +12,7 @@
 #include <rte_prefetch.h>
 #include <rte_tcp.h>
 
+#include "control.h"
 #include "mgr.h"
 
 #define PREFETCH_AHEAD 4
@@ -156,6 +157,7 @@ rx_one(struct mgr *mgr, uint16_t port_idx, struct rte_mbuf *pkt, uint64_t now_ts
 		.out_port = rule->out_port,
 		.flow_hash = pkt->hash.rss,
 		.rx_tsc = now_tsc,
+		.flags = (uint32_t)mgr->cfg->chains[rule->chain].gen << SQ_META_CHAIN_GEN_SHIFT,
 	};
 	mgr->chains[rule->chain].rx_pkts++;
 	/* spray: the burst's number stands in for the flow hash, so every hop
@@ -215,6 +217,10 @@ mgr_rx_poll(struct mgr *mgr)
 {
 	unsigned int moved = 0;
 
+	/* A new config is taken between two rounds: every packet of a round is
+	 * steered by one rule set. */
+	if (unlikely(atomic_load_explicit(&mgr->cfg_next, memory_order_relaxed) != NULL))
+		mgr_control_take(mgr);
 	if (mgr->n_gens > 0)
 		moved += mgr_gen_poll(mgr);
 	for (uint16_t p = 0; p < mgr->n_ports; p++)

@@ -23,11 +23,12 @@ const char *const sq_drop_names[SQ_DROP_MAX] = {SQ_FOREACH_DROP(SQ_DROP_STR)};
 int
 mgr_role_init(struct mgr *mgr, struct role_ctx *role)
 {
-	size_t n = mgr->n_nfs ? mgr->n_nfs : 1;
+	/* every NF slot and service a running config may come to use */
+	size_t n = mgr->region->max_nfs ? mgr->region->max_nfs : 1;
 
 	role->stages = calloc(n, sizeof(*role->stages));
 	role->touched = calloc(n, sizeof(*role->touched));
-	role->n_queues = mgr->cfg->n_services;
+	role->n_queues = SQ_MAX_SERVICES;
 	role->pending = calloc(role->n_queues ? role->n_queues : 1, sizeof(*role->pending));
 	if (role->stages == NULL || role->touched == NULL || role->pending == NULL) {
 		mgr_role_free(role);

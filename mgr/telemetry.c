@@ -23,6 +23,7 @@
 
 #include <rte_telemetry.h>
 
+#include "control.h"
 #include "mgr.h"
 #include "stats.h"
 
@@ -345,35 +346,59 @@ cmd_drop_causes(const char *cmd, const char *params, struct rte_tel_data *d)
 	return 0;
 }
 
+/* Every command runs under the control lock: a config that an apply
+ * replaces is freed under it, and the commands read the config (names,
+ * chains, wake settings). Commands are rare; the roles never take it. */
+#define LOCKED(fn)                                                                          \
+	static int fn##_locked(const char *cmd, const char *params, struct rte_tel_data *d) \
+	{                                                                                   \
+		int ret;                                                                    \
+                                                                                            \
+		mgr_control_lock();                                                         \
+		ret = fn(cmd, params, d);                                                   \
+		mgr_control_unlock();                                                       \
+		return ret;                                                                 \
+	}
+LOCKED(cmd_stats)
+LOCKED(cmd_ports)
+LOCKED(cmd_nfs)
+LOCKED(cmd_chains)
+LOCKED(cmd_gen)
+LOCKED(cmd_gen_rate)
+LOCKED(cmd_flows)
+LOCKED(cmd_pools)
+LOCKED(cmd_wake)
+LOCKED(cmd_latency_reset)
+
 int
 mgr_telemetry_init(struct mgr *mgr)
 {
 	tel_mgr = mgr;
-	if (rte_telemetry_register_cmd("/squall/stats", cmd_stats,
+	if (rte_telemetry_register_cmd("/squall/stats", cmd_stats_locked,
 				       "Totals, drops by cause, mbufs in use. No parameters") < 0 ||
-	    rte_telemetry_register_cmd("/squall/ports", cmd_ports,
+	    rte_telemetry_register_cmd("/squall/ports", cmd_ports_locked,
 				       "Per-port counters. No parameters") < 0 ||
-	    rte_telemetry_register_cmd("/squall/nfs", cmd_nfs,
+	    rte_telemetry_register_cmd("/squall/nfs", cmd_nfs_locked,
 				       "Per-NF state and counters. Parameter: first NF id; "
 				       "\"next\" gives the next page") < 0 ||
-	    rte_telemetry_register_cmd("/squall/chains", cmd_chains,
+	    rte_telemetry_register_cmd("/squall/chains", cmd_chains_locked,
 				       "Per-chain counters. No parameters") < 0 ||
 	    rte_telemetry_register_cmd("/squall/drop_causes", cmd_drop_causes,
 				       "What each drop counter means. No parameters") < 0 ||
 	    rte_telemetry_register_cmd(
-		    "/squall/gen", cmd_gen,
+		    "/squall/gen", cmd_gen_locked,
 		    "Generator rate and counters. Parameter: PORT (default: the first)") < 0 ||
-	    rte_telemetry_register_cmd("/squall/gen_rate", cmd_gen_rate,
+	    rte_telemetry_register_cmd("/squall/gen_rate", cmd_gen_rate_locked,
 				       "Set a generator's rate. Parameters: PPS|0|max[,PORT]") <
 		    0 ||
-	    rte_telemetry_register_cmd("/squall/flows", cmd_flows,
+	    rte_telemetry_register_cmd("/squall/flows", cmd_flows_locked,
 				       "Flow table counters. No parameters") < 0 ||
-	    rte_telemetry_register_cmd("/squall/pools", cmd_pools,
+	    rte_telemetry_register_cmd("/squall/pools", cmd_pools_locked,
 				       "Per-service idle pools. No parameters") < 0 ||
-	    rte_telemetry_register_cmd("/squall/wake", cmd_wake,
+	    rte_telemetry_register_cmd("/squall/wake", cmd_wake_locked,
 				       "Set a service's wake policy. Parameters: SERVICE,"
 				       "min|fixed|adaptive[,THRESH_PKTS[,TIMEOUT_US]]") < 0 ||
-	    rte_telemetry_register_cmd("/squall/latency_reset", cmd_latency_reset,
+	    rte_telemetry_register_cmd("/squall/latency_reset", cmd_latency_reset_locked,
 				       "Clear the per-chain latency histograms. No parameters") < 0)
 		return -EEXIST;
 	return 0;

@@ -68,7 +68,20 @@ meta_in_range(const struct mgr *mgr, const struct sq_pkt_meta *meta)
 	const struct sq_config *cfg = mgr->cfg;
 
 	return meta->chain < cfg->n_chains && meta->hop < cfg->chains[meta->chain].n_hops &&
-	       meta->out_port < mgr->n_ports && meta->flow_id <= cfg->max_flows;
+	       meta->out_port < mgr->n_ports && meta->flow_id <= cfg->max_flows &&
+	       meta->flags >> SQ_META_CHAIN_GEN_SHIFT == cfg->chains[meta->chain].gen;
+}
+
+/* Out of range because its chain was removed or changed (a new generation
+ * in its slot) while the packet was in an NF, not because an NF wrote it. */
+static bool
+chain_changed(const struct mgr *mgr, const struct sq_pkt_meta *meta)
+{
+	const struct sq_config *cfg = mgr->cfg;
+
+	return meta->chain < SQ_MAX_CHAINS &&
+	       (meta->chain >= cfg->n_chains || cfg->chains[meta->chain].n_hops == 0 ||
+		meta->flags >> SQ_META_CHAIN_GEN_SHIFT != cfg->chains[meta->chain].gen);
 }
 
 static void
@@ -79,7 +92,9 @@ carry_out(struct mgr *mgr, struct role_ctx *role, struct rte_mbuf *pkt)
 
 	meta->owner = 0;
 	if (unlikely(!meta_in_range(mgr, meta))) {
-		mgr_drop(&role->stats, SQ_DROP_BAD_VERDICT, pkt);
+		mgr_drop(&role->stats,
+			 chain_changed(mgr, meta) ? SQ_DROP_CONFIG_CHANGED : SQ_DROP_BAD_VERDICT,
+			 pkt);
 		return;
 	}
 	switch (meta->verdict >> 16) {
@@ -108,7 +123,7 @@ carry_out(struct mgr *mgr, struct role_ctx *role, struct rte_mbuf *pkt)
 int
 mgr_tx_init(struct mgr *mgr)
 {
-	uint32_t n = mgr->n_nfs ? mgr->n_nfs : 1;
+	uint32_t n = mgr->region->max_nfs ? mgr->region->max_nfs : 1;
 
 	mgr->active = calloc(n, sizeof(*mgr->active));
 	mgr->n_tx_ready_words = sq_tx_ready_words(n);

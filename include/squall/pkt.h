@@ -63,6 +63,11 @@ struct sq_pkt_meta {
  * reached the NF). */
 #define SQ_META_FLOW_START (1u << 0)
 
+/** Manager only: the high 16 bits of flags hold the generation of the
+ * packet's chain, so a packet whose chain changed while it was in an NF is
+ * not steered by a definition it never entered. */
+#define SQ_META_CHAIN_GEN_SHIFT 16
+
 #define SQ_PKT_META_SIZE RTE_ALIGN_CEIL(sizeof(struct sq_pkt_meta), RTE_MBUF_PRIV_ALIGN)
 
 /** The metadata of a packet from the Squall pool. */

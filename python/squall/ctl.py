@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from squall import control
 from squall.api import ControlApi, Nf, Port, Stats
 from squall.exit import Exit
 from squall.telemetry import (
@@ -190,6 +191,123 @@ def cmd_raw(args: argparse.Namespace, api: ControlApi) -> Exit:
     return Exit.OK
 
 
+def _report(args: argparse.Namespace, run: Callable[[], control.ApplyResult]) -> Exit:
+    try:
+        res = run()
+    except control.ApplyError as e:
+        print(f"squallctl: {e}", file=sys.stderr)
+        return Exit.USAGE if e.exit_code == 2 else Exit.FAILED
+    if args.json:
+        _print_json({"changes": res.changes, "applied": res.applied})
+    elif res.changes == 0:
+        print("no change")
+    elif getattr(args, "check", False):
+        print(f"ok: {res.changes} change(s) would be made")
+    else:
+        print(f"applied: {res.changes} change(s)")
+    return Exit.OK
+
+
+def cmd_apply(args: argparse.Namespace, api: ControlApi) -> Exit:
+    return _report(args, lambda: control.apply_file(api.tm, args.file, args.check))
+
+
+def cmd_get(args: argparse.Namespace, api: ControlApi) -> Exit:
+    sys.stdout.write(control.get_config(api.tm))
+    return Exit.OK
+
+
+def _rule_of(args: argparse.Namespace) -> dict[str, str]:
+    rule = {"chain": args.chain, "out_port": args.out_port}
+    for key in ("in_port", "dst_mac", "assign", "nf_priority"):
+        if getattr(args, key) is not None:
+            rule[key] = str(getattr(args, key))
+    return rule
+
+
+def _edit_command(args: argparse.Namespace) -> tuple[str, str]:
+    """The manager's command and parameters for a single edit."""
+    what = f"{args.command}_{args.action}"
+    if what == "rule_add":
+        frag = control.fragment(_rule_of(args))
+        return what, frag if args.at is None else f"{args.at},{frag}"
+    if what == "rule_remove":
+        return what, str(args.index)
+    if what == "rule_move":
+        return what, f"{args.src},{args.dst}"
+    if what == "chain_add":
+        return what, control.fragment({"name": args.obj, "services": args.services})
+    if what in ("chain_remove", "service_remove"):
+        return what, args.obj
+    if what == "service_add":
+        svc: dict[str, Any] = {"name": args.obj, "exec": args.exec, "args": args.nf_args}
+        if args.instances is not None:
+            svc["instances"] = str(args.instances)
+        return what, control.fragment(svc)
+    return what, f"{args.obj},{control.fragment(control.settings(args.settings))}"
+
+
+def cmd_edit(args: argparse.Namespace, api: ControlApi) -> Exit:
+    try:
+        command, params = _edit_command(args)
+    except control.ApplyError as e:
+        print(f"squallctl: {e}", file=sys.stderr)
+        return Exit.USAGE
+    return _report(args, lambda: control.edit(api.tm, command, params))
+
+
+def _add_edit_parsers(sub: Any) -> None:
+    """rule|chain|service add|remove|...: the manager's /squall/rule_add and the rest,
+    each an edit of the running config applied as a whole config is."""
+
+    def verb(parent: Any, name: str, helptext: str) -> argparse.ArgumentParser:
+        p: argparse.ArgumentParser = parent.add_parser(name, help=helptext, description=helptext)
+        p.add_argument(
+            "--json", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+        )
+        return p
+
+    rule = sub.add_parser("rule", help="add, remove or move a rule of the running config")
+    rule.set_defaults(fn=cmd_edit)
+    rv = rule.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = verb(rv, "add", "add a rule (at the end, or --at INDEX; the first match wins)")
+    p.add_argument("--chain", required=True)
+    p.add_argument("--out-port", required=True, dest="out_port")
+    p.add_argument("--in-port", dest="in_port")
+    p.add_argument("--dst-mac", dest="dst_mac")
+    p.add_argument("--assign", choices=["rss", "per-flow", "round-robin", "spray"])
+    p.add_argument("--nf-priority", type=int, dest="nf_priority")
+    p.add_argument("--at", type=int, metavar="INDEX")
+    p = verb(rv, "remove", "remove the rule at INDEX (0 is the first)")
+    p.add_argument("index", type=int, metavar="INDEX")
+    p = verb(rv, "move", "move the rule at SRC to position DST")
+    p.add_argument("src", type=int, metavar="SRC")
+    p.add_argument("dst", type=int, metavar="DST")
+
+    chain = sub.add_parser("chain", help="add or remove a chain of the running config")
+    chain.set_defaults(fn=cmd_edit)
+    cv = chain.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = verb(cv, "add", "add a chain of services")
+    p.add_argument("obj", metavar="NAME")
+    p.add_argument("services", nargs="+", metavar="SERVICE")
+    p = verb(cv, "remove", "remove a chain (no rule may still use it)")
+    p.add_argument("obj", metavar="NAME")
+
+    service = sub.add_parser("service", help="add, remove or change a service")
+    service.set_defaults(fn=cmd_edit)
+    sv = service.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = verb(sv, "add", "add a service; its NFs start before any rule sends it a packet")
+    p.add_argument("obj", metavar="NAME")
+    p.add_argument("--exec", required=True)
+    p.add_argument("--instances", type=int)
+    p.add_argument("nf_args", nargs="*", metavar="ARG", help="the NF's arguments (after --)")
+    p = verb(sv, "remove", "remove a service: its NFs hand back what they hold, then stop")
+    p.add_argument("obj", metavar="NAME")
+    p = verb(sv, "set", "change a service's settings, e.g. wake.policy=fixed burst_max=16")
+    p.add_argument("obj", metavar="NAME")
+    p.add_argument("settings", nargs="+", metavar="KEY=VALUE")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="squallctl",
@@ -217,6 +335,8 @@ def build_parser() -> argparse.ArgumentParser:
         ("chains", cmd_chains, "per-chain hops and packet counters"),
         ("drops", cmd_drops, "dropped packets per cause"),
         ("raw", cmd_raw, "send one telemetry command, print its JSON reply"),
+        ("apply", cmd_apply, "apply a config file to the running manager (all or nothing)"),
+        ("get", cmd_get, "print the running config as YAML (get config)"),
     ]
     for name, fn, helptext in commands:
         p = sub.add_parser(name, help=helptext, description=helptext)
@@ -227,6 +347,12 @@ def build_parser() -> argparse.ArgumentParser:
         )
         if name == "raw":
             p.add_argument("cmd", metavar="CMD", help="e.g. /squall/stats or /ethdev/stats,0")
+        if name == "apply":
+            p.add_argument("file", metavar="FILE", help="a config, as squall-mgr takes at start")
+            p.add_argument("--check", action="store_true", help="check only, change nothing")
+        if name == "get":
+            p.add_argument("what", choices=["config"], help="what to print")
+    _add_edit_parsers(sub)
     return parser
 
 

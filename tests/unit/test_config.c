@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "config_emit.h"
 
 static unsigned int n_passed;
 static unsigned int n_failed;
@@ -478,6 +479,75 @@ test_err_buffer(void)
 	CHECK(small[8] == 'x');
 }
 
+/* Every field the loader fills, except where it came from (path, lines). */
+static bool
+same_config(const struct sq_config *a, const struct sq_config *b)
+{
+	struct sq_config x = *a, y = *b;
+
+	memset(x.path, 0, sizeof(x.path));
+	memset(y.path, 0, sizeof(y.path));
+	for (int i = 0; i < SQ_MAX_PORTS; i++)
+		x.ports[i].line = y.ports[i].line = 0;
+	for (int i = 0; i < SQ_MAX_CHAINS; i++)
+		x.chains[i].line = y.chains[i].line = 0;
+	for (int i = 0; i < SQ_MAX_RULES; i++)
+		x.rules[i].line = y.rules[i].line = 0;
+	for (int i = 0; i < SQ_MAX_GENS; i++)
+		x.gens[i].line = y.gens[i].line = 0;
+	for (int i = 0; i < SQ_MAX_SERVICES; i++) {
+		if (x.services[i].n_args != y.services[i].n_args)
+			return false;
+		for (uint32_t j = 0; j < x.services[i].n_args; j++)
+			if (strcmp(x.services[i].args[j], y.services[i].args[j]) != 0)
+				return false;
+		memset(x.services[i].args, 0, sizeof(x.services[i].args));
+		memset(y.services[i].args, 0, sizeof(y.services[i].args));
+		x.services[i].line = y.services[i].line = 0;
+	}
+	return memcmp(&x, &y, sizeof(x)) == 0;
+}
+
+static struct sq_config cfg2;
+
+/* `get config` round-trips: load, emit, load the text, emit again: the same
+ * values and the same bytes. */
+static void
+test_emit_round_trip(void)
+{
+	const char *files[] = {"configs/good.yaml", "configs/good_wake_gen.yaml",
+			       "configs/min.yaml"};
+	char path[PATH_MAX];
+	char *text1 = NULL, *text2 = NULL;
+	int ret;
+
+	snprintf(path, sizeof(path), "%s/emitted.yaml", tmp_dir);
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		ret = sq_config_load(files[i], tmp_dir, &cfg, err, sizeof(err));
+		if (!CHECK(ret == 0)) {
+			printf("     %s: %s\n", files[i], err);
+			continue;
+		}
+		CHECK(sq_config_emit(&cfg, &text1, NULL) == 0);
+		CHECK(text1 != NULL && write_file(tmp_dir, "emitted.yaml", text1, 0644) == 0);
+		ret = sq_config_load(path, tmp_dir, &cfg2, err, sizeof(err));
+		if (!CHECK(ret == 0))
+			printf("     %s emitted: %s\n%s\n", files[i], err, text1);
+		if (!CHECK(same_config(&cfg, &cfg2)))
+			printf("     %s: the emitted text loads to other values:\n%s\n", files[i],
+			       text1);
+		CHECK(sq_config_emit(&cfg2, &text2, NULL) == 0);
+		if (text1 != NULL && text2 != NULL)
+			CHECK_STR(text2, text1);
+		free(text1);
+		free(text2);
+		text1 = text2 = NULL;
+		sq_config_free(&cfg);
+		sq_config_free(&cfg2);
+	}
+	remove(path);
+}
+
 int
 main(void)
 {
@@ -496,6 +566,7 @@ main(void)
 	test_exec_resolution();
 	test_cannot_open();
 	test_err_buffer();
+	test_emit_round_trip();
 	remove_fake_nfs();
 
 	printf("%u passed, %u failed\n", n_passed, n_failed);

@@ -1,0 +1,378 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * The running configuration as YAML: every key sq_config_load() knows, with the
+ * value in force, defaults included, so that loading the text gives the same
+ * struct sq_config and emitting that again gives the same bytes (`squallctl get
+ * config` prints it; `apply` takes it back). Written with libyaml's emitter, so
+ * quoting is libyaml's, not ours: the loader reads every value as text, so a
+ * name such as 123 or yes needs no quotes to stay what it is.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <yaml.h>
+
+#include <squall/region.h>
+
+#include "config_emit.h"
+
+struct out {
+	yaml_emitter_t em;
+	char *buf;
+	size_t len, cap;
+	bool failed;
+};
+
+static int
+write_buf(void *data, unsigned char *bytes, size_t n)
+{
+	struct out *o = data;
+	char *grown;
+	size_t cap;
+
+	if (o->len + n + 1 > o->cap) {
+		cap = o->cap ? o->cap : 4096;
+		while (o->len + n + 1 > cap)
+			cap *= 2;
+		grown = realloc(o->buf, cap);
+		if (grown == NULL)
+			return 0; /* libyaml: 0 is a write error */
+		o->buf = grown;
+		o->cap = cap;
+	}
+	memcpy(o->buf + o->len, bytes, n);
+	o->len += n;
+	o->buf[o->len] = '\0';
+	return 1;
+}
+
+static void
+emit(struct out *o, yaml_event_t *ev)
+{
+	if (o->failed) {
+		yaml_event_delete(ev);
+		return;
+	}
+	/* yaml_emitter_emit takes the event over, on failure too. */
+	if (!yaml_emitter_emit(&o->em, ev))
+		o->failed = true;
+}
+
+static void
+scalar(struct out *o, const char *s)
+{
+	yaml_event_t ev;
+
+	if (!yaml_scalar_event_initialize(&ev, NULL, NULL, (yaml_char_t *)s, (int)strlen(s), 1, 1,
+					  YAML_ANY_SCALAR_STYLE)) {
+		o->failed = true;
+		return;
+	}
+	emit(o, &ev);
+}
+
+static void
+map_start(struct out *o, bool flow)
+{
+	yaml_event_t ev;
+
+	yaml_mapping_start_event_initialize(
+		&ev, NULL, NULL, 1, flow ? YAML_FLOW_MAPPING_STYLE : YAML_BLOCK_MAPPING_STYLE);
+	emit(o, &ev);
+}
+
+static void
+map_end(struct out *o)
+{
+	yaml_event_t ev;
+
+	yaml_mapping_end_event_initialize(&ev);
+	emit(o, &ev);
+}
+
+static void
+seq_start(struct out *o, bool flow)
+{
+	yaml_event_t ev;
+
+	yaml_sequence_start_event_initialize(
+		&ev, NULL, NULL, 1, flow ? YAML_FLOW_SEQUENCE_STYLE : YAML_BLOCK_SEQUENCE_STYLE);
+	emit(o, &ev);
+}
+
+static void
+seq_end(struct out *o)
+{
+	yaml_event_t ev;
+
+	yaml_sequence_end_event_initialize(&ev);
+	emit(o, &ev);
+}
+
+static void
+kv(struct out *o, const char *key, const char *val)
+{
+	scalar(o, key);
+	scalar(o, val);
+}
+
+static void
+kv_u64(struct out *o, const char *key, uint64_t val)
+{
+	char s[24];
+
+	snprintf(s, sizeof(s), "%" PRIu64, val);
+	kv(o, key, s);
+}
+
+static void
+kv_i64(struct out *o, const char *key, int64_t val)
+{
+	char s[24];
+
+	snprintf(s, sizeof(s), "%" PRId64, val);
+	kv(o, key, s);
+}
+
+static void
+kv_mac(struct out *o, const char *key, const struct rte_ether_addr *mac)
+{
+	const uint8_t *b = mac->addr_bytes;
+	char s[RTE_ETHER_ADDR_FMT_SIZE];
+
+	/* not rte_ether_format_addr: the unit tests link no DPDK library */
+	snprintf(s, sizeof(s), "%02x:%02x:%02x:%02x:%02x:%02x", b[0], b[1], b[2], b[3], b[4], b[5]);
+	kv(o, key, s);
+}
+
+static const char *const wake_words[] = {
+	[SQ_WAKE_MIN] = "min", [SQ_WAKE_FIXED] = "fixed", [SQ_WAKE_ADAPTIVE] = "adaptive"};
+static const char *const assign_words[] = {
+	[SQ_ASSIGN_RSS] = "rss",
+	[SQ_ASSIGN_PER_FLOW] = "per-flow",
+	[SQ_ASSIGN_ROUND_ROBIN] = "round-robin",
+	[SQ_ASSIGN_SPRAY] = "spray",
+};
+static const char *const fallback_words[] = {
+	[SQ_FALLBACK_DROP] = "drop", [SQ_FALLBACK_RSS] = "rss", [SQ_FALLBACK_QUEUE] = "queue"};
+static const char *const order_words[] = {[SQ_POOL_FIFO] = "fifo", [SQ_POOL_LIFO] = "lifo"};
+
+/* A word of a table, or "?" for a value the loader cannot have produced. */
+static const char *
+word(const char *const *words, size_t n, uint32_t v)
+{
+	return v < n && words[v] != NULL ? words[v] : "?";
+}
+#define WORD(tab, v) word((tab), sizeof(tab) / sizeof((tab)[0]), (v))
+
+static void
+emit_manager(struct out *o, const struct sq_config *cfg)
+{
+	scalar(o, "manager");
+	map_start(o, false);
+	kv(o, "name", cfg->name);
+	kv_u64(o, "region_mb", cfg->region_mb);
+	kv_u64(o, "mbufs", cfg->mbufs);
+	kv_u64(o, "mbuf_data_room", cfg->mbuf_data_room);
+	kv_u64(o, "stats_interval_ms", cfg->stats_interval_ms);
+	kv_i64(o, "nf_core", cfg->nf_core);
+	kv_u64(o, "rx_burst", cfg->rx_burst);
+	kv_u64(o, "chain_priority", cfg->chain_priority);
+	kv_u64(o, "max_flows", cfg->max_flows);
+	kv_u64(o, "flow_idle_timeout_ms", cfg->flow_idle_timeout_ms);
+	kv_u64(o, "flow_linger_ms", cfg->flow_linger_ms);
+	kv_u64(o, "core_wakes_per_s", cfg->core_wakes_per_s);
+	kv_u64(o, "max_nfs", cfg->max_nfs);
+	map_end(o);
+}
+
+static void
+emit_ports(struct out *o, const struct sq_config *cfg)
+{
+	scalar(o, "ports");
+	seq_start(o, false);
+	for (uint16_t i = 0; i < cfg->n_ports; i++) {
+		const struct sq_cfg_port *p = &cfg->ports[i];
+
+		map_start(o, false);
+		kv(o, "name", p->name);
+		if (p->n_devargs == 1) {
+			kv(o, "devargs", p->devargs[0]);
+		} else {
+			scalar(o, "devargs");
+			seq_start(o, false);
+			for (uint16_t j = 0; j < p->n_devargs; j++)
+				scalar(o, p->devargs[j]);
+			seq_end(o);
+		}
+		kv_u64(o, "rx_desc", p->rx_desc);
+		kv_u64(o, "tx_desc", p->tx_desc);
+		map_end(o);
+	}
+	seq_end(o);
+}
+
+static void
+emit_wake(struct out *o, const struct sq_cfg_wake *w)
+{
+	scalar(o, "wake");
+	map_start(o, true);
+	kv(o, "policy", WORD(wake_words, w->policy));
+	kv_u64(o, "thresh_pkts", w->thresh_pkts);
+	kv_u64(o, "timeout_us", w->timeout_ns / 1000);
+	kv_u64(o, "min_pkts", w->min_pkts);
+	kv_u64(o, "max_pkts", w->max_pkts);
+	kv_u64(o, "t_lat_pkts", w->t_lat_pkts);
+	map_end(o);
+}
+
+static void
+emit_service(struct out *o, const struct sq_cfg_service *s)
+{
+	map_start(o, false);
+	kv(o, "name", s->name);
+	kv(o, "exec", s->exec);
+	scalar(o, "args");
+	seq_start(o, true);
+	for (uint32_t j = 0; j < s->n_args; j++)
+		scalar(o, s->args[j]);
+	seq_end(o);
+	kv(o, "mode", s->mode == SQ_NF_MODE_POLL ? "poll" : "sleep");
+	kv_u64(o, "instances", s->instances);
+	kv_u64(o, "ring_slots", s->ring_slots);
+	kv_u64(o, "burst_max", s->burst_max);
+	kv_u64(o, "batch_budget_pkts", s->batch_budget_pkts);
+	kv_u64(o, "spin_us", s->spin_ns / 1000);
+	emit_wake(o, &s->wake);
+	kv_u64(o, "priority", s->priority);
+	kv_i64(o, "nice", s->nice);
+	kv_u64(o, "pool_idle", s->pool_idle);
+	kv(o, "pool_fallback", WORD(fallback_words, s->pool_fallback));
+	kv_u64(o, "pool_queue_pkts", s->pool_queue_pkts);
+	kv(o, "pool_order", WORD(order_words, s->pool_order));
+	kv_u64(o, "pool_backlog_max", s->pool_backlog_max);
+	kv_u64(o, "max_instances", s->max_instances);
+	map_end(o);
+}
+
+static void
+emit_chains(struct out *o, const struct sq_config *cfg)
+{
+	scalar(o, "chains");
+	seq_start(o, false);
+	for (uint16_t i = 0; i < cfg->n_chains; i++) {
+		const struct sq_cfg_chain *ch = &cfg->chains[i];
+
+		if (ch->n_hops == 0) /* a free slot of a running config */
+			continue;
+		map_start(o, false);
+		kv(o, "name", ch->name);
+		scalar(o, "services");
+		seq_start(o, true);
+		for (uint16_t h = 0; h < ch->n_hops; h++)
+			scalar(o, cfg->services[ch->services[h]].name);
+		seq_end(o);
+		map_end(o);
+	}
+	seq_end(o);
+}
+
+static void
+emit_rules(struct out *o, const struct sq_config *cfg)
+{
+	scalar(o, "rules");
+	seq_start(o, false);
+	for (uint16_t i = 0; i < cfg->n_rules; i++) {
+		const struct sq_cfg_rule *r = &cfg->rules[i];
+
+		map_start(o, true);
+		if (r->in_port >= 0)
+			kv(o, "in_port", cfg->ports[r->in_port].name);
+		if (r->has_dst_mac)
+			kv_mac(o, "dst_mac", &r->dst_mac);
+		kv(o, "chain", cfg->chains[r->chain].name);
+		kv(o, "out_port", cfg->ports[r->out_port].name);
+		kv(o, "assign", WORD(assign_words, r->assign));
+		kv_u64(o, "nf_priority", r->nf_priority);
+		map_end(o);
+	}
+	seq_end(o);
+}
+
+static void
+emit_generators(struct out *o, const struct sq_config *cfg)
+{
+	if (cfg->n_gens == 0)
+		return;
+	scalar(o, "generator");
+	seq_start(o, false);
+	for (uint16_t i = 0; i < cfg->n_gens; i++) {
+		const struct sq_cfg_gen *g = &cfg->gens[i];
+
+		map_start(o, false);
+		kv(o, "port", cfg->ports[g->port].name);
+		kv_u64(o, "rate_pps", g->rate_pps);
+		scalar(o, "sizes");
+		seq_start(o, true);
+		for (uint16_t j = 0; j < g->n_sizes; j++) {
+			char s[8];
+
+			snprintf(s, sizeof(s), "%u", g->sizes[j]);
+			scalar(o, s);
+		}
+		seq_end(o);
+		kv_u64(o, "flows", g->flows);
+		if (g->has_dst_mac)
+			kv_mac(o, "dst_mac", &g->dst_mac);
+		if (g->tcp_flow_pkts != 0)
+			kv_u64(o, "tcp_flow_pkts", g->tcp_flow_pkts);
+		map_end(o);
+	}
+	seq_end(o);
+}
+
+int
+sq_config_emit(const struct sq_config *cfg, char **text, size_t *len)
+{
+	struct out o = {0};
+	yaml_event_t ev;
+
+	*text = NULL;
+	if (!yaml_emitter_initialize(&o.em))
+		return -ENOMEM;
+	yaml_emitter_set_output(&o.em, write_buf, &o);
+	yaml_emitter_set_unicode(&o.em, 1);
+	yaml_emitter_set_width(&o.em, 100);
+	yaml_stream_start_event_initialize(&ev, YAML_UTF8_ENCODING);
+	emit(&o, &ev);
+	yaml_document_start_event_initialize(&ev, NULL, NULL, NULL, 1);
+	emit(&o, &ev);
+	map_start(&o, false);
+	emit_manager(&o, cfg);
+	emit_ports(&o, cfg);
+	scalar(&o, "services");
+	seq_start(&o, false);
+	for (uint16_t i = 0; i < cfg->n_services; i++)
+		if (cfg->services[i].name[0] != '\0') /* a removed service's slot */
+			emit_service(&o, &cfg->services[i]);
+	seq_end(&o);
+	emit_chains(&o, cfg);
+	emit_rules(&o, cfg);
+	emit_generators(&o, cfg);
+	map_end(&o);
+	yaml_document_end_event_initialize(&ev, 1);
+	emit(&o, &ev);
+	yaml_stream_end_event_initialize(&ev);
+	emit(&o, &ev);
+	yaml_emitter_delete(&o.em);
+	if (o.failed || o.buf == NULL) {
+		free(o.buf);
+		return -ENOMEM;
+	}
+	*text = o.buf;
+	if (len != NULL)
+		*len = o.len;
+	return 0;
+}
