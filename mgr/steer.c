@@ -10,6 +10,7 @@
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 
+#include "capture.h"
 #include "mgr.h"
 
 #define SQ_DROP_KEY(sym, key, str) #key,
@@ -101,6 +102,8 @@ mgr_steer_flush_nf(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id)
 	struct mgr_nf *nf = &mgr->nfs[nf_id];
 	unsigned int sent;
 
+	/* Copy before the enqueue: once in the ring the NF may change them. */
+	MGR_CAPTURE_NF(mgr, role, MGR_CAP_NF_IN, nf, stage->pkts, stage->n);
 	/* Tag before the enqueue: once in the ring the NF may already hold them,
 	 * and a crash reclaim finds the packets an NF held by this tag. Held
 	 * packets stay untagged: they are the manager's until now. */
@@ -175,6 +178,7 @@ flush_port(struct mgr *mgr, struct role_ctx *role, uint16_t port_idx)
 	uint16_t sent = 0;
 	uint64_t bytes = 0;
 
+	MGR_CAPTURE_PORT(mgr, role, MGR_CAP_PORT_TX, port_idx, stage->pkts, stage->n);
 	for (uint16_t i = 0; i < stage->n; i++)
 		bytes += stage->pkts[i]->pkt_len;
 	for (int tries = 0; sent < stage->n && tries < PORT_TX_RETRIES; tries++)

@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from squall import capture
 from squall.api import ControlApi, Nf, Port, Stats
 from squall.exit import Exit
 from squall.telemetry import (
@@ -190,6 +191,10 @@ def cmd_raw(args: argparse.Namespace, api: ControlApi) -> Exit:
     return Exit.OK
 
 
+def cmd_capture(args: argparse.Namespace, api: ControlApi) -> Exit:
+    return capture.run(args, api.tm)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="squallctl",
@@ -227,6 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
         )
         if name == "raw":
             p.add_argument("cmd", metavar="CMD", help="e.g. /squall/stats or /ethdev/stats,0")
+    capture.add_parser(sub).set_defaults(fn=cmd_capture)
     return parser
 
 
