@@ -58,7 +58,7 @@
 #include "capture.h"
 #include "mgr.h"
 
-#define CAP_MAX           8    /* captures at once, running or done */
+#define CAP_MAX           16   /* captures at once, running or done */
 #define CAP_POOL_MBUFS    8191 /* copies in flight, all captures together */
 #define CAP_POOL_CACHE    256
 #define CAP_RING_DEFAULT  4096
@@ -865,7 +865,7 @@ load_filter(struct capture *c, const char *expr, char *err, size_t err_len)
 }
 
 static int
-cmd_capture_start(const char *cmd, const char *params, struct rte_tel_data *d)
+capture_start(const char *params, struct rte_tel_data *d)
 {
 	static char err[CAP_FILTER_LEN + 64];
 	struct start_args a = {.snaplen = CAP_SNAPLEN_MAX, .ring = CAP_RING_DEFAULT};
@@ -875,7 +875,6 @@ cmd_capture_start(const char *cmd, const char *params, struct rte_tel_data *d)
 	pthread_t tid;
 	int slot = -1;
 
-	(void)cmd;
 	if (params == NULL || snprintf(buf, sizeof(buf), "%s", params) >= (int)sizeof(buf))
 		return tel_error(d, "expected /squall/capture_start,point=...,path=/ABS[,...]");
 	why = parse_start(buf, &a);
@@ -900,7 +899,7 @@ cmd_capture_start(const char *cmd, const char *params, struct rte_tel_data *d)
 			slot = i;
 	if (slot < 0) {
 		pthread_mutex_unlock(&cap_lock);
-		return tel_error(d, "too many captures running (8)");
+		return tel_error(d, "too many captures running (16)");
 	}
 	c = &caps[slot];
 	/* Reserve the slot; the roles never look at a slot that is not live. */
@@ -983,6 +982,21 @@ cmd_capture_start(const char *cmd, const char *params, struct rte_tel_data *d)
 	rte_tel_data_add_dict_string(d, "name", c->name);
 	rte_tel_data_add_dict_string(d, "path", c->path);
 	return 0;
+}
+
+/* DPDK telemetry runs one thread per client: starts come one at a time (the
+ * capture ids, the ring names and the lazily created pool). */
+static int
+cmd_capture_start(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+	int ret;
+
+	(void)cmd;
+	pthread_mutex_lock(&start_lock);
+	ret = capture_start(params, d);
+	pthread_mutex_unlock(&start_lock);
+	return ret;
 }
 
 static struct capture *

@@ -26,13 +26,16 @@ import os
 import signal
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import IO, Any
 
 from squall.exit import Exit
-from squall.telemetry import Telemetry, TelemetryError
+from squall.telemetry import NotRunningError, Telemetry, TelemetryError
 
 CHUNK_BYTES = 1 << 16
+RETRIES = 50
+RETRY_S = 0.1
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -146,6 +149,16 @@ def start_params(args: argparse.Namespace) -> str:
 
 def _query(path: Path, cmd: str) -> Any:
     # A fresh connection per command: the capture may outlast an idle one.
+    # DPDK telemetry's listen backlog is 1: when several clients connect at
+    # once (captures ending together), retry a refused connect a while.
+    for _ in range(RETRIES):
+        try:
+            with Telemetry.connect(path=path) as tm:
+                return tm.query_raw(cmd)
+        except NotRunningError:
+            raise
+        except TelemetryError:
+            time.sleep(RETRY_S)
     with Telemetry.connect(path=path) as tm:
         return tm.query_raw(cmd)
 
@@ -192,6 +205,9 @@ def run(args: argparse.Namespace, tm: Telemetry) -> Exit:
                 print(f"squallctl capture: {reply['error']}", file=sys.stderr)
                 return Exit.FAILED
             cap_id = int(reply["id"])
+            # Free the connection: DPDK telemetry serves few at once, and a
+            # capture may run for hours.
+            tm.close()
             if not args.quiet:
                 print(f"squallctl: capture {cap_id}: {reply.get('name')}", file=sys.stderr)
             fcntl.fcntl(rfd, fcntl.F_SETFL, fcntl.fcntl(rfd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
@@ -220,7 +236,6 @@ def _open_out(where: str) -> IO[bytes]:
 def _relay(rfd: int, where: str, tel_path: Path, cap_id: int) -> bool:
     """Copy the FIFO to the output until EOF. @return whether Ctrl-C ended it."""
     stop_sent = False
-    interrupted = False
     out: IO[bytes] | None = _open_out(where)
 
     def stop() -> None:
@@ -230,20 +245,19 @@ def _relay(rfd: int, where: str, tel_path: Path, cap_id: int) -> bool:
             with contextlib.suppress(TelemetryError):
                 _query(tel_path, f"/squall/capture_stop,{cap_id}")
 
-    old = signal.getsignal(signal.SIGINT)
+    def on_sigint(sig: int, frame: Any) -> None:
+        # Ctrl-C: the manager ends the capture and closes the FIFO; reads
+        # and writes go on (PEP 475 retries them) up to EOF, so the file is
+        # complete. A second Ctrl-C kills.
+        stop()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    old = signal.signal(signal.SIGINT, on_sigint)
     try:
         while True:
-            try:
-                data = os.read(rfd, CHUNK_BYTES)
-            except KeyboardInterrupt:
-                # Ctrl-C: the manager ends the capture and closes the FIFO;
-                # read on to EOF so the file is complete.
-                interrupted = True
-                stop()
-                signal.signal(signal.SIGINT, signal.SIG_DFL)  # a second Ctrl-C kills
-                continue
+            data = os.read(rfd, CHUNK_BYTES)
             if not data:
-                return interrupted
+                return stop_sent
             if out is None:
                 continue  # the reader went away: drain until the manager closes
             try:
