@@ -85,7 +85,7 @@ static const char *const cap_point_names[] = {"port_rx", "port_tx", "nf_in", "nf
 struct cap_priv {
 	uint64_t tsc;
 	uint32_t orig_len;
-	uint32_t pad;
+	uint32_t idx; /* held copies: the packet's place in the caller's burst */
 };
 
 /* Written by one role each (rx or tx): no line shared between them. */
@@ -95,6 +95,7 @@ struct cap_counts {
 	uint64_t copied_pkts;  /* ... and copied onto the ring */
 	uint64_t ring_full_pkts;
 	uint64_t pool_empty_pkts;
+	uint64_t refused_pkts; /* copies discarded: the NF ring or port refused the packet */
 } __rte_cache_aligned;
 
 struct capture {
@@ -126,6 +127,19 @@ struct capture {
 	size_t buf_len;
 };
 
+/* Copies of packets about to go on an NF's rx ring or a port's tx queue wait
+ * here, per role, until the caller knows how many the ring or queue took
+ * (mgr_capture_taken): a copy is made before the hand-over, since after it
+ * the NF may already change the packet, and a capture at that point holds
+ * what the NF or port got, not what was refused. */
+#define CAP_HELD_MAX (CAP_MAX * SQ_STAGE_MAX)
+struct cap_held {
+	struct capture *cap[CAP_HELD_MAX];
+	struct rte_mbuf *copy[CAP_HELD_MAX];
+};
+static struct cap_held cap_held[2];
+uint16_t mgr_capture_held[2];
+
 static struct mgr *cap_mgr;
 static struct capture caps[CAP_MAX];
 static struct rte_mempool *cap_pool;
@@ -147,17 +161,20 @@ role_index(const struct mgr *mgr, const struct role_ctx *role)
  * (all but jumbo frames from some ports) are copied with one memcpy into a
  * bulk-allocated mbuf: rte_pktmbuf_copy per packet cost twice as much. */
 static void
-cap_copy(struct capture *c, struct cap_counts *cnt, struct rte_mbuf **pkts, unsigned int n,
-	 uint64_t now_tsc)
+cap_copy(struct capture *c, int r, struct rte_mbuf **pkts, uint16_t *idx, unsigned int n,
+	 uint64_t now_tsc, bool hold)
 {
+	struct cap_counts *cnt = &c->counts[r];
 	struct rte_mbuf *copies[CAP_CHUNK];
 	unsigned int k = 0, sent;
 
 	if (c->filter != NULL) {
 		for (unsigned int i = 0; i < n; i++)
 			if ((c->filter_jit != NULL ? c->filter_jit(pkts[i])
-						   : rte_bpf_exec(c->filter, pkts[i])) != 0)
+						   : rte_bpf_exec(c->filter, pkts[i])) != 0) {
+				idx[k] = idx[i];
 				pkts[k++] = pkts[i];
+			}
 		n = k;
 	}
 	cnt->matched_pkts += n;
@@ -190,7 +207,17 @@ cap_copy(struct capture *c, struct cap_counts *cnt, struct rte_mbuf **pkts, unsi
 		priv = rte_mbuf_to_priv(cp);
 		priv->tsc = now_tsc;
 		priv->orig_len = m->pkt_len;
+		priv->idx = idx[i];
 		copies[k++] = cp;
+	}
+	if (hold) {
+		struct cap_held *h = &cap_held[r];
+
+		for (unsigned int i = 0; i < k; i++) {
+			h->cap[mgr_capture_held[r]] = c;
+			h->copy[mgr_capture_held[r]++] = copies[i];
+		}
+		return;
 	}
 	sent = rte_ring_enqueue_burst(c->ring, (void **)copies, k, NULL);
 	cnt->copied_pkts += sent;
@@ -198,6 +225,40 @@ cap_copy(struct capture *c, struct cap_counts *cnt, struct rte_mbuf **pkts, unsi
 		cnt->ring_full_pkts += k - sent;
 		rte_pktmbuf_free_bulk(copies + sent, k - sent);
 	}
+}
+
+/* The hand-over took the first @p taken packets of the burst: their copies
+ * go on their captures' rings, the others' are discarded. */
+void
+mgr_capture_taken(unsigned int r, unsigned int taken)
+{
+	struct cap_held *h = &cap_held[r];
+	unsigned int n = mgr_capture_held[r];
+
+	for (unsigned int i = 0; i < n;) {
+		struct capture *c = h->cap[i];
+		struct cap_counts *cnt = &c->counts[r];
+		struct rte_mbuf *keep[CAP_HELD_MAX];
+		unsigned int k = 0, sent;
+
+		for (; i < n && h->cap[i] == c; i++) {
+			struct rte_mbuf *cp = h->copy[i];
+
+			if (((struct cap_priv *)rte_mbuf_to_priv(cp))->idx < taken) {
+				keep[k++] = cp;
+			} else {
+				cnt->refused_pkts++;
+				rte_pktmbuf_free(cp);
+			}
+		}
+		sent = rte_ring_enqueue_burst(c->ring, (void **)keep, k, NULL);
+		cnt->copied_pkts += sent;
+		if (unlikely(sent < k)) {
+			cnt->ring_full_pkts += k - sent;
+			rte_pktmbuf_free_bulk(keep + sent, k - sent);
+		}
+	}
+	mgr_capture_held[r] = 0;
 }
 
 static inline bool
@@ -220,11 +281,15 @@ mgr_capture_port(struct mgr *mgr, const struct role_ctx *role, enum mgr_cap_poin
 			continue;
 		for (unsigned int off = 0; off < n; off += CAP_CHUNK) {
 			struct rte_mbuf *sel[CAP_CHUNK];
+			uint16_t idx[CAP_CHUNK];
 			unsigned int k = RTE_MIN(n - off, (unsigned int)CAP_CHUNK);
 
-			memcpy(sel, pkts + off, k * sizeof(*sel));
+			for (unsigned int j = 0; j < k; j++) {
+				sel[j] = pkts[off + j];
+				idx[j] = (uint16_t)(off + j);
+			}
 			c->counts[r].seen_pkts += k;
-			cap_copy(c, &c->counts[r], sel, k, now);
+			cap_copy(c, r, sel, idx, k, now, point == MGR_CAP_PORT_TX);
 		}
 	}
 }
@@ -244,6 +309,7 @@ mgr_capture_nf(struct mgr *mgr, const struct role_ctx *role, enum mgr_cap_point 
 			continue;
 		for (unsigned int off = 0; off < n; off += CAP_CHUNK) {
 			struct rte_mbuf *sel[CAP_CHUNK];
+			uint16_t idx[CAP_CHUNK];
 			unsigned int lim = RTE_MIN(n - off, (unsigned int)CAP_CHUNK), k = 0;
 
 			/* A hop of a chain: the packet's metadata says which. An NF
@@ -252,12 +318,14 @@ mgr_capture_nf(struct mgr *mgr, const struct role_ctx *role, enum mgr_cap_point 
 				const struct sq_pkt_meta *meta = sq_pkt_meta(pkts[off + j]);
 
 				if (c->chain < 0 || (meta->chain == (uint32_t)c->chain &&
-						     meta->hop == (uint32_t)c->hop))
+						     meta->hop == (uint32_t)c->hop)) {
+					idx[k] = (uint16_t)(off + j);
 					sel[k++] = pkts[off + j];
+				}
 			}
 			c->counts[r].seen_pkts += k;
 			if (k > 0)
-				cap_copy(c, &c->counts[r], sel, k, now);
+				cap_copy(c, r, sel, idx, k, now, point == MGR_CAP_NF_IN);
 		}
 	}
 }
@@ -427,6 +495,7 @@ cap_totals(const struct capture *c, struct cap_counts *t)
 		t->copied_pkts += c->counts[r].copied_pkts;
 		t->ring_full_pkts += c->counts[r].ring_full_pkts;
 		t->pool_empty_pkts += c->counts[r].pool_empty_pkts;
+		t->refused_pkts += c->counts[r].refused_pkts;
 	}
 }
 
@@ -1073,6 +1142,7 @@ cmd_captures(const char *cmd, const char *params, struct rte_tel_data *d)
 		rte_tel_data_add_dict_u64(e, "drop_pool_empty_pkts", t.pool_empty_pkts);
 		rte_tel_data_add_dict_u64(e, "drop_writer_pkts", c->lost_at_end_pkts);
 		rte_tel_data_add_dict_u64(e, "past_count_pkts", c->past_count_pkts);
+		rte_tel_data_add_dict_u64(e, "refused_pkts", t.refused_pkts);
 		snprintf(key, sizeof(key), "%u", c->id);
 		if (rte_tel_data_add_dict_container(d, key, e, 0) < 0)
 			rte_tel_data_free(e);

@@ -34,6 +34,10 @@ void mgr_capture_port(struct mgr *mgr, const struct role_ctx *role, enum mgr_cap
 void mgr_capture_nf(struct mgr *mgr, const struct role_ctx *role, enum mgr_cap_point point,
 		    const struct mgr_nf *nf, struct rte_mbuf *const *pkts, unsigned int n);
 
+/* Copies held for a hand-over (NF rx ring, port tx queue), per role [rx, tx]. */
+extern uint16_t mgr_capture_held[2];
+void mgr_capture_taken(unsigned int role_idx, unsigned int taken);
+
 static inline bool
 mgr_capture_on(enum mgr_cap_point point)
 {
@@ -50,6 +54,16 @@ mgr_capture_on(enum mgr_cap_point point)
 	do {                                                           \
 		if (mgr_capture_on(point))                             \
 			mgr_capture_nf(mgr, role, point, nf, pkts, n); \
+	} while (0)
+
+/* After the hand-over that MGR_CAPTURE_PORT(.., MGR_CAP_PORT_TX, ..) or
+ * MGR_CAPTURE_NF(.., MGR_CAP_NF_IN, ..) preceded: the ring or queue took the
+ * first @p taken packets. Runs whenever copies are held, capture on or not. */
+#define MGR_CAPTURE_TAKEN(mgr, role, taken)                     \
+	do {                                                    \
+		unsigned int r_ = (role) == &(mgr)->rx ? 0 : 1; \
+		if (unlikely(mgr_capture_held[r_] != 0))        \
+			mgr_capture_taken(r_, taken);           \
 	} while (0)
 
 /* Register the /squall/capture* telemetry commands; call once the ports and

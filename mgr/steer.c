@@ -110,6 +110,7 @@ mgr_steer_flush_nf(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id)
 	for (unsigned int i = 0; i < stage->n; i++)
 		sq_pkt_meta(stage->pkts[i])->owner = nf_id + 1;
 	sent = rte_ring_enqueue_burst(nf->rx, (void **)stage->pkts, stage->n, NULL);
+	MGR_CAPTURE_TAKEN(mgr, role, sent);
 	if (unlikely(sent < stage->n))
 		mgr_drop_bulk(&role->stats, SQ_DROP_NF_RING_FULL, stage->pkts + sent,
 			      stage->n - sent);
@@ -183,6 +184,7 @@ flush_port(struct mgr *mgr, struct role_ctx *role, uint16_t port_idx)
 		bytes += stage->pkts[i]->pkt_len;
 	for (int tries = 0; sent < stage->n && tries < PORT_TX_RETRIES; tries++)
 		sent += rte_eth_tx_burst(port->port_id, 0, stage->pkts + sent, stage->n - sent);
+	MGR_CAPTURE_TAKEN(mgr, role, sent);
 	for (uint16_t i = sent; i < stage->n; i++) {
 		bytes -= stage->pkts[i]->pkt_len;
 		mgr_drop(&role->stats, SQ_DROP_PORT_TX_FULL, stage->pkts[i]);

@@ -1,30 +1,29 @@
 """squallctl capture: pcapng of every point of a chain of three NFs, read back with tshark.
 
-A known pcap goes in through a veth pair of the test's own (net_af_packet on
-one end, the frames sent on the other, in batches that wait for the manager,
-so no frame is lost in the kernel); the chain is monitor -> fwd (rewrites
-both MACs) -> noop, out to a pcap file. Each hop's capture must hold exactly
-the frames at that hop, byte for byte: the input frames up to fwd's
-receive side, the rewritten ones after it.
+A known pcap goes in through net_pcap reading a FIFO: the manager opens it at
+start and gets the pcap header, and the frames follow only once the captures
+run (until then the manager's rx waits in its read); nothing else can arrive.
+The chain is monitor -> fwd (rewrites both MACs) -> noop, out to a pcap
+file. Each hop's capture must hold exactly the frames at that hop, byte for
+byte: the input frames up to fwd's receive side, the rewritten ones after it.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import secrets
 import select
 import signal
-import socket
+import struct
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pcaps
-import pytest
 from conftest import REPO, Manager
 from scapy.layers.inet import UDP
 from scapy.layers.l2 import Ether
@@ -33,7 +32,8 @@ N_PKTS = 1000
 DST2 = "02:00:00:00:00:02"
 SRC2 = "02:00:00:00:00:03"
 HOPS = ("mon", "fwd", "nop")
-BATCH = 100
+# A classic pcap header as scapy writes it: microseconds, snaplen 65535, Ethernet.
+PCAP_HEADER = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)
 WAIT_S = 60.0
 
 
@@ -44,47 +44,39 @@ def squallctl(name: str, *args: str, **kw: Any) -> subprocess.Popen[bytes]:
     )
 
 
-def _ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True)
+class Feed:
+    """The input port's pcap, written into a FIFO: the header as soon as the
+    manager opens it (at start, in a thread: the open blocks until then), the
+    frames when the test says."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.fifo = tmp / "in.fifo"
+        os.mkfifo(self.fifo)
+        self.pcap = tmp / "in.pcap"
+        self._f: Any = None
+        self._opened = threading.Thread(target=self._open, daemon=True)
+        self._opened.start()
+
+    def _open(self) -> None:
+        self._f = open(self.fifo, "wb", buffering=0)  # noqa: SIM115
+        self._f.write(PCAP_HEADER)
+
+    def send(self, frames: Sequence[bytes]) -> list[bytes]:
+        """Write frames as a pcap (the known pcap), then close: EOF. @return the
+        frames as read back from that pcap."""
+        pcaps.write_pcap(self.pcap, frames)
+        self._opened.join(WAIT_S)
+        assert self._f is not None, "the manager never opened its input FIFO"
+        data = self.pcap.read_bytes()
+        self._f.write(data[24:])
+        self._f.close()
+        return pcaps.read_pcap(self.pcap)
 
 
-@pytest.fixture
-def veth() -> Iterator[tuple[str, str]]:
-    """A veth pair of this test's own in the root namespace, quiet: no IPv6
-    (no router solicitations or neighbour discovery), no address, no offloads."""
-    tag = secrets.token_hex(3)
-    a, b = f"sqc{tag}a", f"sqc{tag}b"
-    _ip("link", "add", a, "type", "veth", "peer", "name", b)
-    try:
-        for dev in (a, b):
-            Path(f"/proc/sys/net/ipv6/conf/{dev}/disable_ipv6").write_text("1")
-            _ip("link", "set", dev, "up")
-        yield a, b
-    finally:
-        subprocess.run(["ip", "link", "del", a], capture_output=True)
-
-
-def send_frames(mgr: Manager, dev: str, port: str, frames: Sequence[bytes]) -> None:
-    """Send frames into dev's peer, BATCH at a time, each batch once the manager
-    has received the last (a bounded wait): the kernel's rx ring never overflows."""
-    base = mgr.ports()[port]["rx_pkts"]
-    with socket.socket(socket.AF_PACKET, socket.SOCK_RAW) as s:
-        s.bind((dev, 0))
-        for i in range(0, len(frames), BATCH):
-            for f in frames[i : i + BATCH]:
-                s.send(f)
-            want = base + min(i + BATCH, len(frames))
-            mgr.wait_for(
-                lambda want=want: mgr.ports()[port]["rx_pkts"] >= want,
-                WAIT_S,
-                f"port {port} rx_pkts >= {want}",
-            )
-
-
-def chain_config(mgr: Manager, dev: str, out_pcap: Path) -> dict[str, Any]:
+def chain_config(mgr: Manager, feed: Feed, out_pcap: Path) -> dict[str, Any]:
     return mgr.config(
         ports=[
-            {"name": "in", "devargs": f"net_af_packet0,iface={dev}"},
+            {"name": "in", "devargs": f"net_pcap0,rx_pcap={feed.fifo}"},
             {"name": "out", "devargs": f"net_pcap1,tx_pcap={out_pcap}"},
         ],
         services=[
@@ -152,14 +144,11 @@ def end_clean(mgr: Manager) -> dict[str, Any]:
     return ex
 
 
-def test_capture_every_hop_byte_identical(
-    mgr: Manager, tmp_path: Path, veth: tuple[str, str]
-) -> None:
+def test_capture_every_hop_byte_identical(mgr: Manager, tmp_path: Path) -> None:
     frames = pcaps.good_frames(N_PKTS, [pcaps.mac(1)])
-    pcaps.write_pcap(tmp_path / "in.pcap", frames)
-    frames = pcaps.read_pcap(tmp_path / "in.pcap")  # the known pcap, as sent
+    feed = Feed(tmp_path)
     out_pcap = tmp_path / "out.pcap"
-    mgr.start(chain_config(mgr, veth[0], out_pcap))
+    mgr.start(chain_config(mgr, feed, out_pcap))
 
     # (squallctl options, interface name suffix, the frames that point must hold)
     after = [rewritten(f) for f in frames]
@@ -194,7 +183,7 @@ def test_capture_every_hop_byte_identical(
         # connects gets EAGAIN).
         wait_running(mgr, i + 1)
 
-    send_frames(mgr, veth[1], "in", frames)
+    assert feed.send(frames) == frames  # the known pcap
     mgr.wait_port_tx("out", N_PKTS)
     for p in procs:
         _, err = p.communicate(timeout=WAIT_S)
@@ -217,10 +206,11 @@ def test_capture_every_hop_byte_identical(
     end_clean(mgr)
 
 
-def test_capture_filter_and_live_pipe(mgr: Manager, tmp_path: Path, veth: tuple[str, str]) -> None:
+def test_capture_filter_and_live_pipe(mgr: Manager, tmp_path: Path) -> None:
     frames = pcaps.good_frames(N_PKTS, [pcaps.mac(1)])
+    feed = Feed(tmp_path)
     out_pcap = tmp_path / "out.pcap"
-    mgr.start(chain_config(mgr, veth[0], out_pcap))
+    mgr.start(chain_config(mgr, feed, out_pcap))
     flt = "udp port 53"
     want = [
         f for f in frames if UDP in Ether(f) and 53 in (Ether(f)[UDP].sport, Ether(f)[UDP].dport)
@@ -249,7 +239,7 @@ def test_capture_filter_and_live_pipe(mgr: Manager, tmp_path: Path, veth: tuple[
     assert live.stdout is not None and tshark.stdout is not None
     live.stdout.close()
     wait_running(mgr, 2)
-    send_frames(mgr, veth[1], "in", frames)
+    feed.send(frames)
     mgr.wait_port_tx("out", N_PKTS)
 
     # tshark has every match while the capture still runs: the stream is live.
@@ -278,22 +268,21 @@ def test_capture_filter_and_live_pipe(mgr: Manager, tmp_path: Path, veth: tuple[
     end_clean(mgr)
 
 
-def test_capture_overrun_drops_copies_not_traffic(
-    mgr: Manager, tmp_path: Path, veth: tuple[str, str]
-) -> None:
+def test_capture_overrun_drops_copies_not_traffic(mgr: Manager, tmp_path: Path) -> None:
     """A reader that does not read: the pipe, the FIFO and the writer's buffer
     fill (well under 1.5 MB), then the 64-slot ring: copies are dropped and
     counted, and every packet still goes through."""
     n = 3000
     frames = pcaps.good_frames(n, [pcaps.mac(1)], seed=3, min_bytes=1000)
+    feed = Feed(tmp_path)
     out_pcap = tmp_path / "out.pcap"
-    mgr.start(chain_config(mgr, veth[0], out_pcap))
+    mgr.start(chain_config(mgr, feed, out_pcap))
     stuck = squallctl(
         mgr.name, "--json", "capture", "--chain", "c", "--hop", "1", "--ring", "64", "-w", "-",
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     wait_running(mgr, 1)
-    send_frames(mgr, veth[1], "in", frames)
+    feed.send(frames)
     mgr.wait_port_tx("out", n)
     (cap_id,) = captures(mgr)
     mgr.query(f"/squall/capture_stop,{cap_id}")
@@ -314,6 +303,74 @@ def test_capture_overrun_drops_copies_not_traffic(
     it = iter(frames)
     assert all(any(f == g for g in it) for f in got)
     st = mgr.stats()
-    assert st["rx_pkts"] == st["tx_pkts"] == n and st["drop_pkts"] == 0, st
+    assert st["rx_pkts"] == st["tx_pkts"] == n and st["drop_pkts"] == 0, (st, mgr.ports())
     assert pcaps.read_pcap(out_pcap) == [rewritten(f) for f in frames]
     end_clean(mgr)
+
+
+def test_capture_holds_what_a_full_ring_took(mgr: Manager, tmp_path: Path) -> None:
+    """A slow NF behind a 64-slot ring: the manager drops what the ring refuses
+    (nf_ring_full), and the capture of what the NF receives holds exactly what
+    it got, not what was offered (the copy is made before the enqueue and kept
+    only for the packets the ring took)."""
+    frames = pcaps.good_frames(N_PKTS, [pcaps.mac(1)], seed=5)
+    feed = Feed(tmp_path)
+    out_pcap = tmp_path / "out.pcap"
+    mgr.start(
+        mgr.config(
+            ports=[
+                {"name": "in", "devargs": f"net_pcap0,rx_pcap={feed.fifo}"},
+                {"name": "out", "devargs": f"net_pcap1,tx_pcap={out_pcap}"},
+            ],
+            services=[
+                {
+                    "name": "slow",
+                    "exec": "squall-nf-cost",
+                    "args": ["--cycles", "200000"],
+                    "ring_slots": 64,
+                }
+            ],
+            chains=[{"name": "c", "services": ["slow"]}],
+            rules=[{"in_port": "in", "chain": "c", "out_port": "out"}],
+        )
+    )
+    paths = {d: tmp_path / f"hop0-{d}.pcapng" for d in ("in", "out")}
+    procs = []
+    for i, (d, path) in enumerate(paths.items()):
+        procs.append(
+            squallctl(
+                mgr.name,
+                "capture",
+                "--chain",
+                "c",
+                "--hop",
+                "0",
+                "--dir",
+                d,
+                "-w",
+                str(path),
+                stderr=subprocess.PIPE,
+            )  # fmt: skip
+        )
+        wait_running(mgr, i + 1)
+    feed.send(frames)
+    mgr.wait_accounted(N_PKTS)
+    for p in procs:
+        p.send_signal(signal.SIGINT)
+    for p in procs:
+        _, err = p.communicate(timeout=WAIT_S)
+        assert p.returncode == 130, err.decode()
+    st = mgr.stats()
+    full = st["drops"]["nf_ring_full"]
+    assert 0 < full < N_PKTS, st  # the case under test happened
+    out = pcaps.read_pcap(out_pcap)
+    assert len(out) == N_PKTS - full
+    assert tshark_frames(paths["in"], tmp_path) == out  # what the NF got, exactly
+    assert tshark_frames(paths["out"], tmp_path) == out
+    caps = captures(mgr)
+    c_in = next(c for c in caps.values() if c["point"] == "nf_in")
+    assert c_in["seen_pkts"] == N_PKTS and c_in["refused_pkts"] == full, c_in
+    assert c_in["written_pkts"] == N_PKTS - full and c_in["dropped_pkts"] == 0, c_in
+    mgr.wait_for(lambda: mgr.query("/squall/captures")["pool_in_use"] == 0, 10, "every copy home")
+    ex = mgr.finish()
+    assert ex["stats"]["drop_pkts"] == full
