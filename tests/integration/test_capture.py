@@ -374,3 +374,34 @@ def test_capture_holds_what_a_full_ring_took(mgr: Manager, tmp_path: Path) -> No
     mgr.wait_for(lambda: mgr.query("/squall/captures")["pool_in_use"] == 0, 10, "every copy home")
     ex = mgr.finish()
     assert ex["stats"]["drop_pkts"] == full
+
+
+def test_capture_arguments() -> None:
+    """squallctl capture's selection maps to the manager's keys; bad ones are refused."""
+    sys.path.insert(0, str(REPO / "python"))
+    from squall.capture import start_params
+    from squall.ctl import build_parser
+
+    def params(*argv: str) -> str:
+        return start_params(build_parser().parse_args(["capture", *argv, "-w", "x"]))
+
+    assert params("--port", "in") == "point=port_rx,port=in"
+    assert params("--port", "out", "--dir", "tx", "-c", "5") == "point=port_tx,port=out,count=5"
+    assert params("--chain", "c", "--hop", "2", "--dir", "out", "-d", "1.5") == (
+        "point=nf_out,chain=c,hop=2,duration_ms=1500"
+    )
+    assert params("--service", "fw") == "point=nf_in,service=fw"
+    assert params("--nf", "7", "--ring", "64", "-s", "96") == "point=nf_in,nf=7,snaplen=96,ring=64"
+    for bad in (
+        ["--chain", "c"],  # no hop
+        ["--port", "in", "--dir", "in"],
+        ["--nf", "1", "--dir", "rx"],
+        ["--service", "s", "--hop", "1"],
+        ["--port", "a,b"],
+        ["--port", "in", "-c", "0"],
+    ):
+        try:
+            params(*bad)
+        except ValueError:
+            continue
+        raise AssertionError(f"accepted: {bad}")
