@@ -19,6 +19,7 @@
 #include <rte_lcore.h>
 
 #include "control.h"
+#include "capture.h"
 #include "mgr.h"
 
 RTE_LOG_REGISTER(sq_logtype_mgr, squall.mgr, NOTICE);
@@ -285,6 +286,8 @@ start(struct mgr *mgr, const struct options *o, char *err, size_t err_len)
 	if (ret < 0)
 		return ret;
 	atomic_store(&mgr->region->mgr_state, SQ_MGR_RUNNING);
+	if (mgr_capture_init(mgr) < 0)
+		MGR_LOG(WARNING, "capture commands not registered\n");
 	return 0;
 }
 
@@ -300,6 +303,8 @@ shutdown_mgr(struct mgr *mgr, const struct options *o, bool rx_elsewhere)
 	if (rx_elsewhere)
 		rte_eal_mp_wait_lcore();
 	/* The roles have stopped and hold nothing new from here (mgr->stop). */
+	if (mgr_capture_free(mgr) != 0) /* every capture file completed, every copy home */
+		status = EXIT_FAILED;
 	mgr_wakeup_drop_all_held(mgr, &mgr->rx, SQ_DROP_SHUTDOWN);
 	mgr_wakeup_drop_all_held(mgr, &mgr->tx, SQ_DROP_SHUTDOWN);
 	mgr_director_drop_waiting(mgr, SQ_DROP_SHUTDOWN);

@@ -13,6 +13,7 @@
 #include <rte_tcp.h>
 
 #include "control.h"
+#include "capture.h"
 #include "mgr.h"
 
 #define PREFETCH_AHEAD 4
@@ -181,6 +182,7 @@ mgr_rx_inject(struct mgr *mgr, uint16_t port_idx, struct rte_mbuf **pkts, uint16
 	struct mgr_port *port = &mgr->ports[port_idx];
 	uint64_t now_tsc = rte_rdtsc(), bytes = 0;
 
+	MGR_CAPTURE_PORT(mgr, &mgr->rx, MGR_CAP_PORT_RX, port_idx, pkts, n);
 	for (uint16_t i = 0; i < n && i < PREFETCH_AHEAD; i++) {
 		rte_prefetch0(rte_pktmbuf_mtod(pkts[i], void *));
 		rte_prefetch0(sq_pkt_meta(pkts[i]));

@@ -10,6 +10,7 @@
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 
+#include "capture.h"
 #include "mgr.h"
 
 #define SQ_DROP_KEY(sym, key, str) #key,
@@ -102,12 +103,15 @@ mgr_steer_flush_nf(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id)
 	struct mgr_nf *nf = &mgr->nfs[nf_id];
 	unsigned int sent;
 
+	/* Copy before the enqueue: once in the ring the NF may change them. */
+	MGR_CAPTURE_NF(mgr, role, MGR_CAP_NF_IN, nf, stage->pkts, stage->n);
 	/* Tag before the enqueue: once in the ring the NF may already hold them,
 	 * and a crash reclaim finds the packets an NF held by this tag. Held
 	 * packets stay untagged: they are the manager's until now. */
 	for (unsigned int i = 0; i < stage->n; i++)
 		sq_pkt_meta(stage->pkts[i])->owner = nf_id + 1;
 	sent = rte_ring_enqueue_burst(nf->rx, (void **)stage->pkts, stage->n, NULL);
+	MGR_CAPTURE_TAKEN(mgr, role, sent);
 	if (unlikely(sent < stage->n))
 		mgr_drop_bulk(&role->stats, SQ_DROP_NF_RING_FULL, stage->pkts + sent,
 			      stage->n - sent);
@@ -176,10 +180,12 @@ flush_port(struct mgr *mgr, struct role_ctx *role, uint16_t port_idx)
 	uint16_t sent = 0;
 	uint64_t bytes = 0;
 
+	MGR_CAPTURE_PORT(mgr, role, MGR_CAP_PORT_TX, port_idx, stage->pkts, stage->n);
 	for (uint16_t i = 0; i < stage->n; i++)
 		bytes += stage->pkts[i]->pkt_len;
 	for (int tries = 0; sent < stage->n && tries < PORT_TX_RETRIES; tries++)
 		sent += rte_eth_tx_burst(port->port_id, 0, stage->pkts + sent, stage->n - sent);
+	MGR_CAPTURE_TAKEN(mgr, role, sent);
 	for (uint16_t i = sent; i < stage->n; i++) {
 		bytes -= stage->pkts[i]->pkt_len;
 		mgr_drop(&role->stats, SQ_DROP_PORT_TX_FULL, stage->pkts[i]);

@@ -12,6 +12,7 @@
 #include <rte_lcore.h>
 #include <rte_ring.h>
 
+#include "capture.h"
 #include "mgr.h"
 
 static inline void
@@ -261,6 +262,7 @@ mgr_tx_drain_nf(struct mgr *mgr, struct mgr_nf *nf)
 		rte_prefetch0(sq_pkt_meta(pkts[i]));
 		rte_prefetch0(pkts[i]); /* pkt_len, for the port's byte count */
 	}
+	MGR_CAPTURE_NF(mgr, &mgr->tx, MGR_CAP_NF_OUT, nf, pkts, n);
 	for (unsigned int i = 0; i < n; i++)
 		carry_out(mgr, &mgr->tx, pkts[i]);
 	return n;

@@ -26,7 +26,7 @@ REQUIRED_PKGS=(
 	libdpdk-dev dpdk dpdk-dev meson ninja-build pkg-config gcc
 	libyaml-dev libpcap-dev libbpf-dev libxdp-dev
 	iproute2 iputils-ping ethtool curl procps python3-venv clang-format make
-	apache2-utils tcpdump libssl-dev
+	apache2-utils tcpdump libssl-dev tshark
 )
 # Traffic and developer tools (DESIGN.md §10); missing from the archive = a warning.
 # Peers for side-by-side benchmarks (python/squall/bench/peers): nftables for
@@ -119,6 +119,13 @@ install_packages() {
 		return 0
 	fi
 
+	# tshark (wireshark-common) asks whether non-root users may capture:
+	# no, and never ask (dumpcap stays root-only; squallctl capture needs
+	# no dumpcap).
+	if command -v debconf-set-selections >/dev/null; then
+		echo "wireshark-common wireshark-common/install-setuid boolean false" |
+			as_root debconf-set-selections || warn "debconf preseed for tshark failed"
+	fi
 	local apt=(env DEBIAN_FRONTEND=noninteractive apt-get -q -y
 		-o DPkg::Lock::Timeout=300 -o Dpkg::Use-Pty=0
 		-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold)

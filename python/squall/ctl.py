@@ -12,7 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from squall import control
+from squall import capture, control
 from squall.api import ControlApi, Nf, Port, Stats
 from squall.exit import Exit
 from squall.telemetry import (
@@ -308,6 +308,10 @@ def _add_edit_parsers(sub: Any) -> None:
     p.add_argument("settings", nargs="+", metavar="KEY=VALUE")
 
 
+def cmd_capture(args: argparse.Namespace, api: ControlApi) -> Exit:
+    return capture.run(args, api.tm)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="squallctl",
@@ -353,6 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "get":
             p.add_argument("what", choices=["config"], help="what to print")
     _add_edit_parsers(sub)
+    capture.add_parser(sub).set_defaults(fn=cmd_capture)
     return parser
 
 

@@ -1,0 +1,145 @@
+"""What a packet capture costs the dataplane: PDR of a 1-NF chain with no
+capture, with a capture of every packet at the NF's hop, and with a capture
+whose filter matches nothing (issue 14)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from squall.bench import config, mixes
+from squall.bench.experiment import Context, Experiment, Figure, Series, rounded, spread
+from squall.bench.method import Method
+from squall.bench.search import NDR, PDR, RateSearch
+from squall.bench.trial import gen_trial
+
+# (label, capture_start parameters; None = no capture)
+CASES: dict[str, str | None] = {
+    "off": None,
+    "on": "point=nf_in,chain=c,hop=0,path=/dev/null",
+    # The generator sends UDP only: this filter runs on every packet and
+    # matches none.
+    "filter_none": "point=nf_in,chain=c,hop=0,path=/dev/null,filter=tcp port 1",
+}
+
+
+def make_cfg(name: str, mix: mixes.Mix, flows: int, nf: str) -> dict[str, Any]:
+    return config.manager_config(
+        name,
+        ports=[config.GEN_PORT, config.OUT_PORT],
+        services=[config.nf_service(nf, "nf", out=config.OUT_PORT_INDEX)],
+        chains=[{"name": "c", "services": ["nf"]}],
+        rules=[{"in_port": "in", "chain": "c", "out_port": "out"}],
+        gen=config.generator(mix.sizes, flows),
+    )
+
+
+def run(ctx: Context) -> None:
+    mix = mixes.by_name(ctx.param("size", "64b"))
+    flows = ctx.param("flows", 1024)
+    nf = ctx.param("nf", "fwd")
+    # --set cases=[off] measures the baseline alone (also against a build
+    # without capture, SQUALL_BUILD_DIR=...: the cost of the hooks when off).
+    cases = {c: CASES[c] for c in ctx.param("cases", list(CASES))}
+    method = Method.from_ctx(ctx, with_latency=False)
+    pdr: dict[str, list[float]] = {c: [] for c in cases}
+    # Cases interleaved per repetition: a slow stretch of the shared
+    # machine then hits each alike.
+    for rep in range(ctx.reps):
+        for case, start in cases.items():
+            with ctx.manager(make_cfg(ctx.manager_name(), mix, flows, nf), label=case) as m:
+                cap_id = None
+                if start is not None:
+                    reply = m.query(f"/squall/capture_start,{start}")
+                    cap_id = reply["id"]
+                res = RateSearch(
+                    lambda rate, dur, m=m: gen_trial(m, rate, dur, "out"),
+                    method.phases,
+                    min_rate_pps=method.min_rate_pps,
+                    max_rate_pps=method.max_rate_pps,
+                ).run()
+                m.set_rate(0)
+                m.wait_idle()
+                cap: dict[str, Any] = {}
+                if cap_id is not None:
+                    cap = m.query("/squall/captures").get(str(cap_id), {})
+                    m.query(f"/squall/capture_stop,{cap_id}")
+            pdr[case].append(res.pdr_pps)
+            ctx.sample(
+                "rate_search",
+                case=case,
+                rep=rep,
+                capture=start,
+                ndr_pps=round(res.rates_pps[NDR]),
+                pdr_pps=round(res.rates_pps[PDR]),
+                mrr_pps=round(res.mrr_pps),
+                trials=[t.to_dict() for t in res.trials],
+                capture_counters=cap,
+                exit_code=m.returncode,
+            )
+            ctx.log(
+                f"{case} rep {rep}: PDR {res.pdr_pps / 1e6:.3f} Mpps"
+                + (
+                    f", capture seen {cap.get('seen_pkts', 0):,} copied "
+                    f"{cap.get('copied_pkts', 0):,} dropped {cap.get('dropped_pkts', 0):,}"
+                    if cap
+                    else ""
+                )
+            )
+
+    med = {c: spread(v)["median"] for c, v in pdr.items()}
+    for c in cases:
+        ctx.summary[f"mpps_pdr_capture_{c}_{mix.name}"] = rounded(med[c] / 1e6)
+    for key, case in (
+        ("ratio_capture_on_vs_off", "on"),
+        ("ratio_capture_filter_none_vs_off", "filter_none"),
+    ):
+        ok = case in med and med.get("off", 0) > 0
+        ctx.summary[key] = rounded(med[case] / med["off"]) if ok else float("nan")
+    sp = [spread(v / 1e6 for v in pdr[c]) for c in cases]
+    ctx.figure(
+        Figure(
+            "pdr",
+            f"1-NF chain PDR with and without a capture ({mix.label} frames)",
+            "capture",
+            "PDR (Mpps)",
+            [
+                Series(
+                    "Squall",
+                    list(cases),
+                    [s["median"] for s in sp],
+                    [s["min"] for s in sp],
+                    [s["max"] for s in sp],
+                    "o",
+                )
+            ],
+            xscale="category",
+            caption=(
+                "off: no capture; on: every packet the NF receives copied and written as "
+                "pcapng to /dev/null; filter_none: the same with a BPF filter that matches none."
+            ),
+        )
+    )
+    ctx.note(
+        "The capture writes to /dev/null: the figure is the manager's cost (the copy, the "
+        "ring, the filter) and the writer thread's (pcapng formatting, on the NF core where "
+        "DPDK puts control threads), not a disk's. Copies the writer could not take are "
+        "dropped and counted (capture_counters in each sample), never packets."
+    )
+
+
+EXPERIMENT = Experiment(
+    name="capture",
+    title="Packet capture: PDR with a capture on, off, and filtered to nothing",
+    seed="issue 14 (operate a running Squall): capture costs",
+    about=(
+        "A 1-NF chain (the L2 forwarder, sleeping when idle, on core 1) fed 64 B frames over "
+        "1024 flows by the manager's generator. PDR (0.5% loss) by rate search with no "
+        "capture, with `/squall/capture_start` copying every packet the NF receives "
+        "(pcapng to /dev/null), and with a filter (`tcp port 1`) that matches none of the "
+        "UDP traffic; the three cases interleaved, 3 repetitions (1 with --quick)."
+    ),
+    run=run,
+    summary_keys=("ratio_capture_on_vs_off", "ratio_capture_filter_none_vs_off"),
+    targets={"ratio_capture_on_vs_off": ">= 0.7", "ratio_capture_filter_none_vs_off": ">= 0.97"},
+    full_minutes=6,
+)
