@@ -52,8 +52,10 @@
 #include "mgr.h"
 
 /* How long the control path waits for the roles to take a config and to
- * finish a round after it; they take it within a round, microseconds. */
-#define TAKE_TIMEOUT_MS 2000
+ * finish a round after it: they take it within a round, microseconds, but a
+ * host this loaded (a soak, hundreds of NFs runnable) starved the manager's
+ * lcore past 2 s. Only a wedged manager should reach it. */
+#define TAKE_TIMEOUT_MS 10000
 
 /* How long a removed NF may take to hand back what it holds, then to exit
  * once asked; after that it is killed (and what it held reclaimed). */
