@@ -735,6 +735,12 @@ static const char *const fallback_words[] = {
 	[SQ_FALLBACK_QUEUE] = "queue",
 };
 
+static const char *const restart_words[] = {
+	[SQ_RESTART_ALWAYS] = "always",
+	[SQ_RESTART_ON_FAILURE] = "on-failure",
+	[SQ_RESTART_NEVER] = "never",
+};
+
 static const char *const pool_order_words[] = {
 	[SQ_POOL_FIFO] = "fifo",
 	[SQ_POOL_LIFO] = "lifo",
@@ -801,6 +807,11 @@ enum {
 	SVC_POOL_QUEUE,
 	SVC_POOL_ORDER,
 	SVC_POOL_BACKLOG,
+	SVC_RESTART,
+	SVC_RESTART_BACKOFF,
+	SVC_RESTART_BACKOFF_MAX,
+	SVC_RESTART_LIMIT,
+	SVC_RESTART_WINDOW,
 	SVC_N_KEYS
 };
 static const char *const svc_keys[SVC_N_KEYS] = {
@@ -821,6 +832,11 @@ static const char *const svc_keys[SVC_N_KEYS] = {
 	"pool_queue_pkts",
 	"pool_order",
 	"pool_backlog_max",
+	"restart",
+	"restart_backoff_ms",
+	"restart_backoff_max_ms",
+	"restart_limit",
+	"restart_window_s",
 };
 
 static int
@@ -886,6 +902,29 @@ parse_service(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_c
 	if (ret == 0)
 		ret = get_u32(c, v[SVC_POOL_BACKLOG], b, "pool_backlog_max", 0, 1000000,
 			      &svc->pool_backlog_max);
+	svc->restart_backoff_ms = 1;
+	svc->restart_backoff_max_ms = 5000;
+	svc->restart_limit = 10;
+	svc->restart_window_s = 60;
+	if (ret == 0)
+		ret = get_word(c, v[SVC_RESTART], b, "restart", restart_words,
+			       RTE_DIM(restart_words), &svc->restart);
+	if (ret == 0)
+		ret = get_u32(c, v[SVC_RESTART_BACKOFF], b, "restart_backoff_ms", 0, 600000,
+			      &svc->restart_backoff_ms);
+	if (ret == 0)
+		ret = get_u32(c, v[SVC_RESTART_BACKOFF_MAX], b, "restart_backoff_max_ms",
+			      RTE_MAX(svc->restart_backoff_ms, 1u), 600000,
+			      &svc->restart_backoff_max_ms);
+	if (ret == 0 && v[SVC_RESTART_BACKOFF_MAX] == NULL)
+		svc->restart_backoff_max_ms =
+			RTE_MAX(svc->restart_backoff_max_ms, svc->restart_backoff_ms);
+	if (ret == 0)
+		ret = get_u32(c, v[SVC_RESTART_LIMIT], b, "restart_limit", 1, 1000000,
+			      &svc->restart_limit);
+	if (ret == 0)
+		ret = get_u32(c, v[SVC_RESTART_WINDOW], b, "restart_window_s", 1, 86400,
+			      &svc->restart_window_s);
 	svc->spin_ns = (uint64_t)spin_us * 1000;
 	return ret;
 }

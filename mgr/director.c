@@ -428,7 +428,7 @@ assign_nfs(struct mgr *mgr, struct director *d, struct flow *f, const struct sq_
 
 out_no_nf:
 	undo_hops(d, f, chain, h);
-	return SQ_DROP_NO_NF;
+	return mgr_no_nf_cause(mgr, chain->services[h]);
 out_undo:
 	undo_hops(d, f, chain, h);
 	return SQ_DROP_POOL_EMPTY;
@@ -763,7 +763,7 @@ mgr_director_steer(struct mgr *mgr, struct role_ctx *role, const struct sq_cfg_r
 	meta->flow_id = (uint32_t)pos + 1;
 	if (unlikely(!atomic_load_explicit(&mgr->nfs[nf_of(f, 0)].live, memory_order_relaxed))) {
 		/* Its NF died: the flow's state died with it. */
-		mgr_drop(&role->stats, SQ_DROP_NO_NF, pkt);
+		mgr_drop(&role->stats, mgr_no_nf_cause(mgr, mgr->nfs[nf_of(f, 0)].service), pkt);
 		return NULL;
 	}
 	return mgr_steer_to_nf(mgr, role, &mgr->nfs[nf_of(f, 0)], pkt);
