@@ -12,7 +12,15 @@ import time
 from conftest import Manager
 from squall.telemetry import Telemetry, TelemetryError
 
-COMMANDS = ["/squall/wake,f,min", "/squall/nfs", "/squall/wake,f,fixed", "/squall/stats", "/squall/gen", "/squall/ports", "/squall/pools"]
+COMMANDS = [
+    "/squall/wake,f,min",
+    "/squall/nfs",
+    "/squall/wake,f,fixed",
+    "/squall/stats",
+    "/squall/gen",
+    "/squall/ports",
+    "/squall/pools",
+]
 ROUNDS = 6
 
 
@@ -51,9 +59,7 @@ def test_telemetry_during_shutdown_never_crashes(mgr: Manager) -> None:
         mgr.start(cfg)
         stop = threading.Event()
         errors: list[str] = []
-        threads = [
-            threading.Thread(target=hammer, args=(mgr.name, stop, errors)) for _ in range(4)
-        ]
+        threads = [threading.Thread(target=hammer, args=(mgr.name, stop, errors)) for _ in range(4)]
         for t in threads:
             t.start()
         time.sleep(0.3)
