@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -133,3 +134,41 @@ def test_restart_config_errors(mgr: Manager) -> None:
     svc = dict(base[0], restart_backoff_ms=100, restart_backoff_max_ms=10)
     r = mgr.run_to_exit(gen_config(mgr, [svc]), "--check")
     assert r.returncode == 2 and "services[0].restart_backoff_max_ms" in r.stderr, r.stderr
+
+
+def test_pool_spawn_failures_back_off(mgr: Manager, tmp_path: Path) -> None:
+    """A per-flow pool whose new NFs die at start tries again after a growing
+    delay, not every director period (500 us: thousands of spawns a second)."""
+    flag = tmp_path / "crash"
+    cfg = mgr.config(
+        ports=[
+            {"name": "gen", "devargs": "net_null0,no-rx=1"},
+            {"name": "out", "devargs": "net_null1,no-rx=1"},
+        ],
+        services=[
+            {
+                "name": "s",
+                "exec": str(FLAKY),
+                "args": ["--crash-if", str(flag)],
+                "instances": 8,
+                "pool_idle": 2,
+            }
+        ],
+        chains=[{"name": "c", "services": ["s"]}],
+        rules=[{"in_port": "gen", "chain": "c", "out_port": "out", "assign": "per-flow"}],
+    )
+    cfg["generator"] = {"port": "gen", "rate_pps": 0, "flows": 4, "tcp_flow_pkts": 10000}
+    mgr.start(cfg, want_nfs=2)
+    flag.touch()
+    mgr.query("/squall/gen_rate,20000")  # 4 flows take the 2 idle NFs: refills start
+    mgr.wait_for(
+        lambda: "exited with 3" in mgr.stderr_path.read_text(errors="replace"),
+        15,
+        "a refill NF died at start",
+    )
+    time.sleep(2)
+    deaths = mgr.stderr_path.read_text(errors="replace").count("exited with 3")
+    # Backoff from 1 ms doubling: about 11 tries in 2 s.
+    assert 1 <= deaths <= 20, f"{deaths} failed starts in 2 s"
+    mgr.query("/squall/gen_rate,0")
+    mgr.finish(live_mbufs=False)
