@@ -812,6 +812,7 @@ enum {
 	SVC_RESTART_BACKOFF_MAX,
 	SVC_RESTART_LIMIT,
 	SVC_RESTART_WINDOW,
+	SVC_WATCHDOG,
 	SVC_N_KEYS
 };
 static const char *const svc_keys[SVC_N_KEYS] = {
@@ -837,6 +838,7 @@ static const char *const svc_keys[SVC_N_KEYS] = {
 	"restart_backoff_max_ms",
 	"restart_limit",
 	"restart_window_s",
+	"watchdog_ms",
 };
 
 static int
@@ -906,6 +908,7 @@ parse_service(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_c
 	svc->restart_backoff_max_ms = 5000;
 	svc->restart_limit = 10;
 	svc->restart_window_s = 60;
+	svc->watchdog_ms = 1000;
 	if (ret == 0)
 		ret = get_word(c, v[SVC_RESTART], b, "restart", restart_words,
 			       RTE_DIM(restart_words), &svc->restart);
@@ -925,6 +928,8 @@ parse_service(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_c
 	if (ret == 0)
 		ret = get_u32(c, v[SVC_RESTART_WINDOW], b, "restart_window_s", 1, 86400,
 			      &svc->restart_window_s);
+	if (ret == 0)
+		ret = get_u32(c, v[SVC_WATCHDOG], b, "watchdog_ms", 0, 3600000, &svc->watchdog_ms);
 	svc->spin_ns = (uint64_t)spin_us * 1000;
 	return ret;
 }

@@ -255,6 +255,7 @@ run_loop(struct mgr *mgr, const struct options *o, bool rx_elsewhere)
 			next_reap = now + hz / 1000 * REAP_ANYWAY_MS;
 			mgr_nfs_poll(mgr);
 		}
+		mgr_nfs_watchdog(mgr);
 		mgr_stats_poll(mgr);
 		if (o->run_ms != 0 && now - start > hz / 1000 * o->run_ms)
 			break;

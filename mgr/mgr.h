@@ -170,6 +170,10 @@ struct mgr_nf {
 	bool reclaim_pending;     /* held packets to find by the owner scan */
 	bool gave_up;             /* crash loop: not restarted again */
 	bool sup_listed;          /* on the supervisor's list */
+	bool wd_killed;           /* the watchdog sent the SIGKILL */
+	uint32_t watchdog_kills;  /* times the watchdog killed it */
+	uint64_t wd_progress;     /* watchdog: rx + tx packets at its last look */
+	uint64_t wd_since_tsc;    /* ... when they last changed */
 	uint64_t window_tsc;
 	uint64_t died_tsc;       /* reaped */
 	uint64_t restart_at_tsc; /* start again then */
@@ -252,6 +256,7 @@ struct mgr {
 	uint64_t next_tune_tsc; /* tx role: mgr_wakeup_tune's next look */
 	struct supervisor *sup; /* nfs.c: NFs waiting to be restarted */
 	_Atomic bool sup_busy;  /* the supervisor has work: poll it every round */
+	uint32_t wd_pos;        /* the watchdog's place in its walk over the NFs */
 };
 
 /* The cause of a packet for @p service that found no live NF. */
@@ -341,6 +346,8 @@ void mgr_nfs_stop_all(struct mgr *mgr);
 void mgr_nfs_free(struct mgr *mgr);
 /* Restarts due now, NFs that became ready; every round while mgr->sup_busy. */
 void mgr_nfs_supervise(struct mgr *mgr);
+/* Control period: kill NFs that hold packets and make no progress. */
+void mgr_nfs_watchdog(struct mgr *mgr);
 int mgr_nfs_spawn(struct mgr *mgr, struct mgr_nf *nf);
 /* The SCHED_RR priority the NF has by its config (service priority, or
  * chain_priority + hop); 0: the normal scheduler. */

@@ -426,9 +426,12 @@ sup_add(struct mgr *mgr, struct mgr_nf *nf, uint32_t state)
 static void
 set_exit_reason(struct mgr_nf *nf, int status)
 {
-	if (strcmp(nf->exit_reason, "watchdog") == 0 && WIFSIGNALED(status) &&
-	    WTERMSIG(status) == SIGKILL)
-		return; /* the watchdog said why */
+	if (nf->wd_killed && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
+		nf->wd_killed = false;
+		snprintf(nf->exit_reason, sizeof(nf->exit_reason), "watchdog");
+		return;
+	}
+	nf->wd_killed = false;
 	if (WIFSIGNALED(status)) {
 		const char *abbrev = sigabbrev_np(WTERMSIG(status));
 
@@ -552,6 +555,48 @@ mgr_nfs_supervise(struct mgr *mgr)
 	}
 	if (sup->n == 0)
 		atomic_store(&mgr->sup_busy, false);
+}
+
+/* NFs looked at per control period: with thousands, a walk over all of
+ * them takes a few periods, well within any watchdog_ms. */
+#define WATCHDOG_SLICE 1024
+
+/* An NF that holds packets (in its ring or its hands) and neither took nor
+ * returned one for watchdog_ms is hung: SIGKILL; the reap reclaims its
+ * packets and the restart policy applies, with exit reason "watchdog". A
+ * sleeping NF is the manager's to wake, so not hung. */
+void
+mgr_nfs_watchdog(struct mgr *mgr)
+{
+	uint64_t now = rte_rdtsc(), hz = rte_get_tsc_hz();
+	uint32_t n = RTE_MIN(mgr->n_nfs, (uint32_t)WATCHDOG_SLICE);
+
+	for (uint32_t k = 0; k < n; k++) {
+		struct mgr_nf *nf = &mgr->nfs[mgr->wd_pos];
+		uint32_t wd_ms = mgr->cfg->services[nf->service].watchdog_ms;
+		uint64_t progress, held;
+
+		mgr->wd_pos = mgr->wd_pos + 1 < mgr->n_nfs ? mgr->wd_pos + 1 : 0;
+		if (wd_ms == 0 || nf->pid <= 0 || nf->wd_killed || !atomic_load(&nf->live))
+			continue;
+		progress = nf->ctl->rx_pkts + nf->ctl->tx_pkts;
+		held = mgr_nf_outstanding(mgr, nf);
+		if (progress != nf->wd_progress || held == 0 ||
+		    atomic_load(&nf->ctl->state) == SQ_NF_ASLEEP) {
+			nf->wd_progress = progress;
+			nf->wd_since_tsc = now;
+			continue;
+		}
+		if (now - nf->wd_since_tsc < hz / 1000 * wd_ms)
+			continue;
+		MGR_LOG(WARNING,
+			"%s#%u (pid %d): no progress for %u ms holding %" PRIu64
+			" packets (watchdog_ms); killing it\n",
+			nf->ctl->service, nf->instance, nf->pid, wd_ms, held);
+		nf->wd_killed = true;
+		nf->watchdog_kills++;
+		kill(nf->pid, SIGKILL);
+	}
 }
 
 static struct mgr_nf *

@@ -172,3 +172,37 @@ def test_pool_spawn_failures_back_off(mgr: Manager, tmp_path: Path) -> None:
     assert 1 <= deaths <= 20, f"{deaths} failed starts in 2 s"
     mgr.query("/squall/gen_rate,0")
     mgr.finish(live_mbufs=False)
+
+
+def test_hung_nf_is_killed_by_the_watchdog(mgr: Manager) -> None:
+    """An NF that stops returning packets and never leaves its handler holds
+    its ring's mbufs: the watchdog kills it, its packets come home, it is
+    restarted, and the service carries traffic again."""
+    cfg = gen_config(
+        mgr,
+        [
+            {
+                "name": "h",
+                "exec": str(FLAKY),
+                "args": ["--hang-after", "2000"],
+                "watchdog_ms": 200,
+                "restart_limit": 1000,
+            }
+        ],
+    )
+    cfg["generator"]["rate_pps"] = 20000
+    mgr.start(cfg)
+    mgr.wait_for(lambda: mgr.nfs()["h#0"]["watchdog_kills"] >= 1, 15, "a watchdog kill")
+    mgr.wait_for(lambda: mgr.nfs()["h#0"]["restarts"] >= 2, 15, "restarted after the hang")
+    nf = mgr.nfs()["h#0"]
+    assert nf["exit_reason"] == "watchdog", nf
+    # Each instance carried packets before it hung: the service works again
+    # after each kill (a new instance takes 2,000 before it hangs).
+    assert nf["rx_pkts"] >= 2 * 2000, nf
+    assert mgr.stats()["drops"]["nf_died"] > 0
+    mgr.query("/squall/gen_rate,0")
+    # The last instance hangs holding packets too: the watchdog frees them.
+    mgr.wait_mbufs_home(timeout_s=15)
+    log = mgr.stderr_path.read_text(errors="replace")
+    assert "(watchdog_ms); killing it" in log, log[-3000:]
+    mgr.finish()
