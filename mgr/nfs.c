@@ -563,8 +563,9 @@ mgr_nfs_supervise(struct mgr *mgr)
 
 /* An NF that holds packets (in its ring or its hands) and neither took nor
  * returned one for watchdog_ms is hung: SIGKILL; the reap reclaims its
- * packets and the restart policy applies, with exit reason "watchdog". A
- * sleeping NF is the manager's to wake, so not hung. */
+ * packets and the restart policy applies, with exit reason "watchdog". Only
+ * an awake NF can hang: a sleeping or woken one waits for the manager or
+ * for its core. */
 void
 mgr_nfs_watchdog(struct mgr *mgr)
 {
@@ -579,10 +580,12 @@ mgr_nfs_watchdog(struct mgr *mgr)
 		mgr->wd_pos = mgr->wd_pos + 1 < mgr->n_nfs ? mgr->wd_pos + 1 : 0;
 		if (wd_ms == 0 || nf->pid <= 0 || nf->wd_killed || !atomic_load(&nf->live))
 			continue;
-		progress = nf->ctl->rx_pkts + nf->ctl->tx_pkts;
+		/* Anything the NF's loop counts: a yield or a spin is not a hang. */
+		progress = nf->ctl->rx_pkts + nf->ctl->tx_pkts + nf->ctl->sleeps +
+			   nf->ctl->spin_yields + nf->ctl->budget_yields + nf->ctl->tx_full_spins;
 		held = mgr_nf_outstanding(mgr, nf);
 		if (progress != nf->wd_progress || held == 0 ||
-		    atomic_load(&nf->ctl->state) == SQ_NF_ASLEEP) {
+		    atomic_load(&nf->ctl->state) != SQ_NF_AWAKE) {
 			nf->wd_progress = progress;
 			nf->wd_since_tsc = now;
 			continue;

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from conftest import BUILD, Manager, pid_is_alive
+from conftest import BUILD, REPO, Manager, pid_is_alive
 
 FLAKY = BUILD / "tests" / "nfs" / "squall-nf-flaky"
 
@@ -75,6 +77,17 @@ def test_killed_instances_come_back(mgr: Manager) -> None:
     mgr.wait_for(lambda: mgr.chains()["c"]["tx_pkts"] > tx + 5000, 15, "chain moving again")
     log = mgr.stderr_path.read_text(errors="replace")
     assert log.count("restarted (pid") == 18, log[-3000:]
+    # squallctl's nfs table shows them.
+    ctl = subprocess.run(
+        [sys.executable, "-m", "squall.ctl", "--name", mgr.name, "nfs"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(REPO / "python"), COLUMNS="250"),
+        check=False,
+        timeout=30,
+    )
+    assert ctl.returncode == 0, ctl.stderr
+    assert "restarts" in ctl.stdout and "signal 9 (KILL)" in ctl.stdout, ctl.stdout
     mgr.query("/squall/gen_rate,0")
     st = mgr.finish()
     assert st["stats"]["drops"]["service_failed"] == 0
