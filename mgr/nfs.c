@@ -472,9 +472,11 @@ schedule_restart(struct mgr *mgr, struct mgr_nf *nf, bool failure)
 			cs->name);
 		return;
 	}
-	/* The first restart in a window at once (the backoff's floor), then
-	 * doubling up to the cap. */
-	delay_ms = (uint64_t)cs->restart_backoff_ms << RTE_MIN(nf->window_restarts, 30u);
+	/* The first restart in a window at once, then restart_backoff_ms,
+	 * doubling up to the cap: a crash loop slows down before it stops. */
+	delay_ms = nf->window_restarts == 0 ? 0
+					    : (uint64_t)cs->restart_backoff_ms
+						      << RTE_MIN(nf->window_restarts - 1, 30u);
 	delay_ms = RTE_MIN(delay_ms, (uint64_t)cs->restart_backoff_max_ms);
 	nf->window_restarts++;
 	nf->restart_at_tsc = now + hz / 1000 * delay_ms;
