@@ -742,6 +742,12 @@ static const char *const fallback_words[] = {
 	[SQ_FALLBACK_QUEUE] = "queue",
 };
 
+static const char *const restart_words[] = {
+	[SQ_RESTART_ALWAYS] = "always",
+	[SQ_RESTART_ON_FAILURE] = "on-failure",
+	[SQ_RESTART_NEVER] = "never",
+};
+
 static const char *const pool_order_words[] = {
 	[SQ_POOL_FIFO] = "fifo",
 	[SQ_POOL_LIFO] = "lifo",
@@ -809,6 +815,12 @@ enum {
 	SVC_POOL_ORDER,
 	SVC_POOL_BACKLOG,
 	SVC_MAX_INSTANCES,
+	SVC_RESTART,
+	SVC_RESTART_BACKOFF,
+	SVC_RESTART_BACKOFF_MAX,
+	SVC_RESTART_LIMIT,
+	SVC_RESTART_WINDOW,
+	SVC_WATCHDOG,
 	SVC_N_KEYS
 };
 static const char *const svc_keys[SVC_N_KEYS] = {
@@ -830,6 +842,12 @@ static const char *const svc_keys[SVC_N_KEYS] = {
 	"pool_order",
 	"pool_backlog_max",
 	"max_instances",
+	"restart",
+	"restart_backoff_ms",
+	"restart_backoff_max_ms",
+	"restart_limit",
+	"restart_window_s",
+	"watchdog_ms",
 };
 
 static int
@@ -899,6 +917,32 @@ parse_service(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_c
 	if (ret == 0)
 		ret = get_u32(c, v[SVC_MAX_INSTANCES], b, "max_instances", svc->instances, 16384,
 			      &svc->max_instances);
+	svc->restart_backoff_ms = 1;
+	svc->restart_backoff_max_ms = 5000;
+	svc->restart_limit = 10;
+	svc->restart_window_s = 60;
+	svc->watchdog_ms = 1000;
+	if (ret == 0)
+		ret = get_word(c, v[SVC_RESTART], b, "restart", restart_words,
+			       RTE_DIM(restart_words), &svc->restart);
+	if (ret == 0)
+		ret = get_u32(c, v[SVC_RESTART_BACKOFF], b, "restart_backoff_ms", 0, 600000,
+			      &svc->restart_backoff_ms);
+	if (ret == 0)
+		ret = get_u32(c, v[SVC_RESTART_BACKOFF_MAX], b, "restart_backoff_max_ms",
+			      RTE_MAX(svc->restart_backoff_ms, 1u), 600000,
+			      &svc->restart_backoff_max_ms);
+	if (ret == 0 && v[SVC_RESTART_BACKOFF_MAX] == NULL)
+		svc->restart_backoff_max_ms =
+			RTE_MAX(svc->restart_backoff_max_ms, svc->restart_backoff_ms);
+	if (ret == 0)
+		ret = get_u32(c, v[SVC_RESTART_LIMIT], b, "restart_limit", 1, 1000000,
+			      &svc->restart_limit);
+	if (ret == 0)
+		ret = get_u32(c, v[SVC_RESTART_WINDOW], b, "restart_window_s", 1, 86400,
+			      &svc->restart_window_s);
+	if (ret == 0)
+		ret = get_u32(c, v[SVC_WATCHDOG], b, "watchdog_ms", 0, 3600000, &svc->watchdog_ms);
 	svc->spin_ns = (uint64_t)spin_us * 1000;
 	return ret;
 }

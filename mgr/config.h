@@ -60,15 +60,29 @@ struct sq_cfg_service {
 	uint32_t batch_budget_pkts; /* default 256 */
 	uint64_t spin_ns;           /* default 20000 */
 	struct sq_cfg_wake wake;
-	uint32_t pool_idle;        /* per-flow: idle NFs to keep ready; default: all instances */
-	uint32_t pool_fallback;    /* enum sq_pool_fallback; default drop */
-	uint32_t pool_queue_pkts;  /* fallback queue: new flows' packets that may wait */
-	uint32_t pool_order;       /* enum sq_pool_order; default fifo */
-	uint32_t pool_backlog_max; /* new flows wait while more NFs wait to run; 0: no limit */
-	uint32_t max_instances;    /* NF slots reserved: instances may grow to it while running */
-	uint32_t priority;         /* SCHED_RR priority 1..99; 0 = the normal scheduler */
-	int32_t nice;              /* for the normal scheduler, -20..19 */
+	uint32_t pool_idle;          /* per-flow: idle NFs to keep ready; default: all instances */
+	uint32_t pool_fallback;      /* enum sq_pool_fallback; default drop */
+	uint32_t pool_queue_pkts;    /* fallback queue: new flows' packets that may wait */
+	uint32_t pool_order;         /* enum sq_pool_order; default fifo */
+	uint32_t pool_backlog_max;   /* new flows wait while more NFs wait to run; 0: no limit */
+	uint32_t priority;           /* SCHED_RR priority 1..99; 0 = the normal scheduler */
+	int32_t nice;                /* for the normal scheduler, -20..19 */
+	uint32_t max_instances;      /* NF slots reserved: instances may grow to it while running */
+	uint32_t restart;            /* enum sq_restart; default always */
+	uint32_t restart_backoff_ms; /* first delay before a restart; default 1 */
+	uint32_t restart_backoff_max_ms; /* the delay doubles up to this; default 5000 */
+	uint32_t restart_limit;    /* restarts of one instance within the window; default 10 */
+	uint32_t restart_window_s; /* default 60 */
+	uint32_t
+		watchdog_ms; /* an NF holding packets with no progress this long is killed; 0 off */
 	int line;
+};
+
+/* When the manager starts a dead NF of a service again. */
+enum sq_restart {
+	SQ_RESTART_ALWAYS = 0,     /* whatever the exit */
+	SQ_RESTART_ON_FAILURE = 1, /* a non-zero exit or a signal */
+	SQ_RESTART_NEVER = 2,
 };
 
 struct sq_cfg_chain {

@@ -158,6 +158,9 @@ static const char *const assign_words[] = {
 static const char *const fallback_words[] = {
 	[SQ_FALLBACK_DROP] = "drop", [SQ_FALLBACK_RSS] = "rss", [SQ_FALLBACK_QUEUE] = "queue"};
 static const char *const order_words[] = {[SQ_POOL_FIFO] = "fifo", [SQ_POOL_LIFO] = "lifo"};
+static const char *const restart_words[] = {[SQ_RESTART_ALWAYS] = "always",
+					    [SQ_RESTART_ON_FAILURE] = "on-failure",
+					    [SQ_RESTART_NEVER] = "never"};
 
 /* A word of a table, or "?" for a value the loader cannot have produced. */
 static const char *
@@ -254,6 +257,12 @@ emit_service(struct out *o, const struct sq_cfg_service *s)
 	kv(o, "pool_order", WORD(order_words, s->pool_order));
 	kv_u64(o, "pool_backlog_max", s->pool_backlog_max);
 	kv_u64(o, "max_instances", s->max_instances);
+	kv(o, "restart", WORD(restart_words, s->restart));
+	kv_u64(o, "restart_backoff_ms", s->restart_backoff_ms);
+	kv_u64(o, "restart_backoff_max_ms", s->restart_backoff_max_ms);
+	kv_u64(o, "restart_limit", s->restart_limit);
+	kv_u64(o, "restart_window_s", s->restart_window_s);
+	kv_u64(o, "watchdog_ms", s->watchdog_ms);
 	map_end(o);
 }
 

@@ -85,7 +85,8 @@ static struct {
 	struct mgr_nf *_Atomic spawn_req;
 	_Atomic int spawn_ret;
 	_Atomic bool spawn_done;
-	char *text; /* the running config as YAML, for get config */
+	_Atomic uint64_t ticks; /* main lcore control ticks: a reap begun before has ended */
+	char *text;             /* the running config as YAML, for get config */
 	size_t text_len;
 } ctl = {.lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP}; /* an edit applies under it */
 
@@ -108,7 +109,7 @@ mgr_control_unlock(void)
  * change)? Otherwise an apply would drop it silently. These sizes trip
  * when a struct grows; config_emit.c must write the new key too. */
 static_assert(offsetof(struct sq_config, ports) == 592, "manager key: plan_manager");
-static_assert(sizeof(struct sq_cfg_service) == 784, "service key: plan_service");
+static_assert(sizeof(struct sq_cfg_service) == 808, "service key: plan_service");
 static_assert(sizeof(struct sq_cfg_wake) == 32, "wake key: same_wake");
 static_assert(sizeof(struct sq_cfg_port) == 2092, "port key: same_port");
 static_assert(sizeof(struct sq_cfg_rule) == 28, "rule key: same_rule");
@@ -292,6 +293,20 @@ plan_service(struct plan *p, const struct sq_cfg_service *c, const struct sq_cfg
 	if (c->pool_backlog_max != s->pool_backlog_max)
 		note(p, "service %s: pool_backlog_max %u -> %u", s->name, c->pool_backlog_max,
 		     s->pool_backlog_max);
+	if (c->restart != s->restart || c->restart_backoff_ms != s->restart_backoff_ms ||
+	    c->restart_backoff_max_ms != s->restart_backoff_max_ms ||
+	    c->restart_limit != s->restart_limit || c->restart_window_s != s->restart_window_s)
+		note(p, "service %s: restart policy", s->name);
+	if (c->watchdog_ms != s->watchdog_ms)
+		note(p, "service %s: watchdog_ms %u -> %u", s->name, c->watchdog_ms,
+		     s->watchdog_ms);
+	/* read at each death and each watchdog look (mgr/nfs.c) */
+	out->restart = s->restart;
+	out->restart_backoff_ms = s->restart_backoff_ms;
+	out->restart_backoff_max_ms = s->restart_backoff_max_ms;
+	out->restart_limit = s->restart_limit;
+	out->restart_window_s = s->restart_window_s;
+	out->watchdog_ms = s->watchdog_ms;
 	out->instances = s->instances;
 	out->wake = s->wake;
 	out->burst_max = s->burst_max;
@@ -733,6 +748,7 @@ mgr_control_poll(struct mgr *mgr)
 {
 	struct mgr_nf *nf = atomic_load_explicit(&ctl.spawn_req, memory_order_acquire);
 
+	atomic_fetch_add_explicit(&ctl.ticks, 1, memory_order_release);
 	if (nf == NULL)
 		return;
 	atomic_store(&ctl.spawn_ret, mgr_nfs_spawn(mgr, nf));
@@ -809,6 +825,19 @@ wait_rounds(struct mgr *mgr)
 		usleep(50);
 }
 
+/* The main lcore clears an NF's pid in its reap, then reclaims what the NF
+ * held (a pool scan for all NFs of that reap): its slot may be made again
+ * only after the reap ended, two control ticks later (mgr_control_poll runs
+ * after mgr_nfs_poll in the main loop). */
+static void
+wait_reaped(struct mgr *mgr)
+{
+	uint64_t t0 = atomic_load(&ctl.ticks), deadline = now_ms() + TAKE_TIMEOUT_MS;
+
+	while (atomic_load(&ctl.ticks) < t0 + 2 && now_ms() < deadline && !mgr->stop)
+		usleep(200);
+}
+
 /* NFs [from, to) of a service take no more packets (n_nfs is below them
  * and the roles have seen it): let them hand back what they hold, stop
  * them, and wait until the main lcore has reaped them. */
@@ -847,6 +876,7 @@ retire_instances(struct mgr *mgr, uint16_t s, uint32_t from, uint32_t to)
 			usleep(500);
 		}
 	}
+	wait_reaped(mgr);
 }
 
 /* Before the switch: the NFs of added services and added instances run
@@ -874,6 +904,7 @@ grow_services(struct mgr *mgr, const struct plan *p, const struct sq_config *nex
 			svc->first_nf = first;
 			svc->cap_nfs = cs->max_instances;
 			svc->n_nfs = 0;
+			atomic_store(&svc->failed, false); /* a removed service's slot */
 			/* every slot, as at start: the loops over NF ids see no
 			 * slot without its control block and rings */
 			for (uint32_t k = 0; k < svc->cap_nfs; k++) {

@@ -96,8 +96,10 @@ struct waitq {
 struct pool {
 	uint32_t *ids;
 	uint32_t head, count, cap;
-	uint32_t started; /* instances spawned so far */
-	bool pooled;      /* a per-flow rule uses this service */
+	uint32_t started;          /* instances spawned so far */
+	uint32_t spawn_backoff_ms; /* after a failed start: doubles, 0 after a good one */
+	uint64_t spawn_retry_tsc;  /* no start before this */
+	bool pooled;               /* a per-flow rule uses this service */
 	bool lifo;
 	uint64_t assigned;   /* flows given an NF of this pool */
 	uint64_t empty;      /* new flows that found the pool empty */
@@ -428,7 +430,7 @@ assign_nfs(struct mgr *mgr, struct director *d, struct flow *f, const struct sq_
 
 out_no_nf:
 	undo_hops(d, f, chain, h);
-	return SQ_DROP_NO_NF;
+	return mgr_no_nf_cause(mgr, chain->services[h]);
 out_undo:
 	undo_hops(d, f, chain, h);
 	return SQ_DROP_POOL_EMPTY;
@@ -763,7 +765,7 @@ mgr_director_steer(struct mgr *mgr, struct role_ctx *role, const struct sq_cfg_r
 	meta->flow_id = (uint32_t)pos + 1;
 	if (unlikely(!atomic_load_explicit(&mgr->nfs[nf_of(f, 0)].live, memory_order_relaxed))) {
 		/* Its NF died: the flow's state died with it. */
-		mgr_drop(&role->stats, SQ_DROP_NO_NF, pkt);
+		mgr_drop(&role->stats, mgr_no_nf_cause(mgr, mgr->nfs[nf_of(f, 0)].service), pkt);
 		return NULL;
 	}
 	return mgr_steer_to_nf(mgr, role, &mgr->nfs[nf_of(f, 0)], pkt);
@@ -986,10 +988,26 @@ spawning_of(const struct mgr *mgr, const struct director *d, uint16_t service)
 	return n;
 }
 
+/* A start that failed (spawn error, or the NF died before it ran its loop):
+ * the pool waits restart_backoff_ms, doubling up to restart_backoff_max_ms,
+ * before it tries again, instead of every director period. */
+static void
+spawn_failed(struct mgr *mgr, struct pool *p, uint16_t service, uint64_t now)
+{
+	const struct sq_cfg_service *cs = &mgr->cfg->services[service];
+
+	p->spawn_backoff_ms = p->spawn_backoff_ms == 0 ? RTE_MAX(cs->restart_backoff_ms, 1u)
+						       : RTE_MIN(p->spawn_backoff_ms * 2,
+								 cs->restart_backoff_max_ms);
+	p->spawn_retry_tsc = now + rte_get_tsc_hz() / 1000 * p->spawn_backoff_ms;
+	MGR_LOG(WARNING, "%s: pool NF did not start; next try in %u ms\n", cs->name,
+		p->spawn_backoff_ms);
+}
+
 /* Keep each pool at its idle target by starting NFs ahead of demand; they
  * join the pool once they run their loop (checked here, never waited for). */
 static void
-refill_pools(struct mgr *mgr, struct director *d)
+refill_pools(struct mgr *mgr, struct director *d, uint64_t now)
 {
 	for (uint32_t i = 0; i < d->n_spawning;) {
 		struct mgr_nf *nf = &mgr->nfs[d->spawning[i]];
@@ -998,9 +1016,12 @@ refill_pools(struct mgr *mgr, struct director *d)
 			nf->ready_tsc = rte_rdtsc();
 			atomic_store(&nf->live, true);
 			mgr_director_nf_ready(mgr, nf);
+			d->pools[nf->service].spawn_backoff_ms = 0;
 		} else if (nf->pid > 0) {
 			i++;
 			continue;
+		} else {
+			spawn_failed(mgr, &d->pools[nf->service], nf->service, now);
 		}
 		d->spawning[i] = d->spawning[--d->n_spawning];
 	}
@@ -1008,7 +1029,7 @@ refill_pools(struct mgr *mgr, struct director *d)
 		struct pool *p = &d->pools[s];
 		uint32_t want = mgr->cfg->services[s].pool_idle, spawning;
 
-		if (!p->pooled || p->count >= want)
+		if (!p->pooled || p->count >= want || now < p->spawn_retry_tsc)
 			continue;
 		spawning = spawning_of(mgr, d, s);
 		if (p->count + spawning >= want || p->started + spawning >= p->cap)
@@ -1019,6 +1040,8 @@ refill_pools(struct mgr *mgr, struct director *d)
 
 			if (mgr_nfs_spawn(mgr, nf) == 0)
 				d->spawning[d->n_spawning++] = nf->id;
+			else
+				spawn_failed(mgr, p, s, now);
 		}
 	}
 }
@@ -1042,7 +1065,7 @@ mgr_director_poll(struct mgr *mgr)
 	d->next_poll_tsc = now + d->period_tsc;
 	expire_flows(mgr, d, now);
 	collect_cleaned(mgr, d);
-	refill_pools(mgr, d);
+	refill_pools(mgr, d, now);
 	return 1;
 }
 

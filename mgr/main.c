@@ -76,8 +76,8 @@ usage(FILE *f)
 		"Options:\n"
 		"  --check             check CONFIG and exit: 0 if good, 2 if not\n"
 		"  --nf-path DIRS      colon-separated directories searched first for NF\n"
-		"                      executables named without a '/' (then %s,\n"
-		"                      %s, $PATH)\n"
+		"                      executables named without a '/' (then the install's\n"
+		"                      %s, the build's %s, $PATH)\n"
 		"  --region-dir DIR    create the shared region file in DIR (default:\n"
 		"                      /dev/hugepages if hugetlbfs is mounted, else /dev/shm)\n"
 		"  --exit-stats FILE   write the final counters as JSON to FILE on exit\n"
@@ -95,7 +95,7 @@ usage(FILE *f)
 		"\n"
 		"Exit status: 0 ok, 1 failed at run time (or mbufs leaked), 2 bad arguments or\n"
 		"config.\n",
-		SQ_NF_BUILD_DIR, SQ_NF_INSTALL_DIR);
+		SQ_NF_INSTALL_DIR, SQ_NF_BUILD_DIR);
 }
 
 static int
@@ -239,16 +239,25 @@ run_loop(struct mgr *mgr, const struct options *o, bool rx_elsewhere)
 		if (!rx_elsewhere)
 			mgr_rx_poll(mgr);
 		mgr_tx_poll(mgr);
+		/* A dead NF is reaped and restarted at once, not at the next
+		 * control period: its service may have no other instance. */
+		if (unlikely(child_exited)) {
+			child_exited = 0;
+			mgr_nfs_poll(mgr);
+		}
+		if (unlikely(atomic_load_explicit(&mgr->sup_busy, memory_order_relaxed)))
+			mgr_nfs_supervise(mgr);
 		now = rte_rdtsc();
 		if (now < next_ctl)
 			continue;
 		/* Off the hot path: reap NFs (a system call), print stats. */
 		next_ctl = now + ctl_period;
-		if (child_exited || now >= next_reap) {
+		if (now >= next_reap) {
 			child_exited = 0;
 			next_reap = now + hz / 1000 * REAP_ANYWAY_MS;
 			mgr_nfs_poll(mgr);
 		}
+		mgr_nfs_watchdog(mgr);
 		mgr_stats_poll(mgr);
 		mgr_control_poll(mgr);
 		if (o->run_ms != 0 && now - start > hz / 1000 * o->run_ms)
@@ -273,6 +282,7 @@ start(struct mgr *mgr, const struct options *o, char *err, size_t err_len)
 	if (mgr_role_init(mgr, &mgr->rx) < 0 || mgr_role_init(mgr, &mgr->tx) < 0 ||
 	    mgr_tx_init(mgr) < 0 || mgr_director_init(mgr) < 0)
 		return -ENOMEM;
+	mgr_telemetry_ready(mgr);
 	ret = mgr_ports_init(mgr, err, err_len);
 	if (ret < 0)
 		return ret;
@@ -310,6 +320,9 @@ shutdown_mgr(struct mgr *mgr, const struct options *o, bool rx_elsewhere)
 	mgr_director_drop_waiting(mgr, SQ_DROP_SHUTDOWN);
 	if (mgr->region != NULL && mgr->nfs != NULL)
 		mgr_nfs_stop_all(mgr);
+	/* Telemetry's threads read what is closed and freed from here on: they
+	 * answer an error instead. */
+	mgr_telemetry_stop(mgr);
 	mgr_ports_close(mgr);
 	/* 22.11's af_xdp does not give back its fill ring at close: allow what
 	 * the ports took before any traffic, and no more. */
@@ -351,7 +364,7 @@ main(int argc, char **argv)
 	if (parse_args(argc, argv, &o) < 0)
 		return EXIT_USAGE;
 	snprintf(nf_path, sizeof(nf_path), "%s%s%s:%s", o.nf_path ? o.nf_path : "",
-		 o.nf_path ? ":" : "", SQ_NF_BUILD_DIR, SQ_NF_INSTALL_DIR);
+		 o.nf_path ? ":" : "", SQ_NF_INSTALL_DIR, SQ_NF_BUILD_DIR);
 	ret = sq_config_load(o.config, nf_path, &cfg, err, sizeof(err));
 	if (ret < 0) {
 		fprintf(stderr, "squall-mgr: %s\n", err);

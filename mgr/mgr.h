@@ -29,22 +29,23 @@ extern int sq_logtype_mgr;
 #define SQ_MAX_VISITS 64
 
 /* Every cause a packet can be dropped for, with its user-facing string. */
-#define SQ_FOREACH_DROP(_)                                              \
-	_(PARSE, parse, "malformed header")                             \
-	_(NO_RULE, no_rule, "no rule matched")                          \
-	_(NO_NF, no_nf, "no live nf for the service")                   \
-	_(NF_RING_FULL, nf_ring_full, "nf rx ring full")                \
-	_(NF_VERDICT, nf_verdict, "nf returned drop")                   \
-	_(PORT_TX_FULL, port_tx_full, "port tx queue full")             \
-	_(BAD_VERDICT, bad_verdict, "verdict or metadata out of range") \
-	_(NF_DIED, nf_died, "queued for an nf that died")               \
-	_(OVERSIZE, oversize, "frame larger than the port accepts")     \
-	_(HOP_LIMIT, hop_limit, "too many nf hops (loop)")              \
-	_(SHUTDOWN, shutdown, "in flight at shutdown")                  \
-	_(STRAY, stray, "tcp packet of no flow and no syn")             \
-	_(POOL_EMPTY, pool_empty, "no idle nf for a new flow")          \
-	_(FLOW_TABLE_FULL, flow_table_full, "flow table full")          \
-	_(CONFIG_CHANGED, config_changed, "chain, rule or service changed while in flight")
+#define SQ_FOREACH_DROP(_)                                                                  \
+	_(PARSE, parse, "malformed header")                                                 \
+	_(NO_RULE, no_rule, "no rule matched")                                              \
+	_(NO_NF, no_nf, "no live nf for the service")                                       \
+	_(NF_RING_FULL, nf_ring_full, "nf rx ring full")                                    \
+	_(NF_VERDICT, nf_verdict, "nf returned drop")                                       \
+	_(PORT_TX_FULL, port_tx_full, "port tx queue full")                                 \
+	_(BAD_VERDICT, bad_verdict, "verdict or metadata out of range")                     \
+	_(NF_DIED, nf_died, "queued for an nf that died")                                   \
+	_(OVERSIZE, oversize, "frame larger than the port accepts")                         \
+	_(HOP_LIMIT, hop_limit, "too many nf hops (loop)")                                  \
+	_(SHUTDOWN, shutdown, "in flight at shutdown")                                      \
+	_(STRAY, stray, "tcp packet of no flow and no syn")                                 \
+	_(POOL_EMPTY, pool_empty, "no idle nf for a new flow")                              \
+	_(FLOW_TABLE_FULL, flow_table_full, "flow table full")                              \
+	_(CONFIG_CHANGED, config_changed, "chain, rule or service changed while in flight") \
+	_(SERVICE_FAILED, service_failed, "service failed (crash loop)")
 #define SQ_DROP_ENUM(sym, key, str) SQ_DROP_##sym,
 enum sq_drop { SQ_FOREACH_DROP(SQ_DROP_ENUM) SQ_DROP_MAX };
 extern const char *const sq_drop_keys[SQ_DROP_MAX];
@@ -163,12 +164,31 @@ struct mgr_nf {
 	struct nf_wake wake;
 	uint64_t start_tsc; /* spawn time, for start-to-ready */
 	uint64_t ready_tsc;
+	/* Supervision (nfs.c, control lcore; telemetry reads). */
+	uint32_t restarts;  /* times started again after it died */
+	uint32_t sup_state; /* enum in nfs.c: not supervised, waiting, starting, first packet */
+	uint32_t window_restarts; /* restarts since window_tsc */
+	uint32_t reclaim_cause;   /* enum sq_drop: for the held-packet scan */
+	bool reclaim_pending;     /* held packets to find by the owner scan */
+	bool gave_up;             /* crash loop: not restarted again */
+	bool sup_listed;          /* on the supervisor's list */
+	bool wd_killed;           /* the watchdog sent the SIGKILL */
+	uint32_t watchdog_kills;  /* times the watchdog killed it */
+	uint64_t wd_progress;     /* watchdog: rx + tx packets at its last look */
+	uint64_t wd_since_tsc;    /* ... when they last changed */
+	uint64_t window_tsc;
+	uint64_t died_tsc;       /* reaped */
+	uint64_t restart_at_tsc; /* start again then */
+	uint64_t rx_base;        /* ctl->rx_pkts when it died */
+	uint64_t restart_us;     /* last: reaped to the first packet of the new instance */
+	char exit_reason[32];    /* "exit 3", "signal 9 (KILL)", "watchdog"; "" if never died */
 };
 
 struct mgr_service {
-	uint32_t first_nf; /* NFs of a service are contiguous ids */
-	uint32_t n_nfs;    /* the instances that take packets: first_nf.. */
-	uint32_t cap_nfs;  /* ids reserved: n_nfs may grow to it (control role) */
+	uint32_t first_nf;   /* NFs of a service are contiguous ids */
+	uint32_t n_nfs;      /* the instances that take packets: first_nf.. */
+	uint32_t cap_nfs;    /* ids reserved: n_nfs may grow to it (control role) */
+	_Atomic bool failed; /* crash loop: its packets are dropped as service_failed */
 };
 
 struct mgr_chain {
@@ -241,7 +261,19 @@ struct mgr {
 	 * many it took (mgr/control.c). */
 	_Atomic(struct sq_config *) cfg_next;
 	_Atomic uint64_t cfg_swaps;
+	struct supervisor *sup; /* nfs.c: NFs waiting to be restarted */
+	_Atomic bool sup_busy;  /* the supervisor has work: poll it every round */
+	uint32_t wd_pos;        /* the watchdog's place in its walk over the NFs */
 };
+
+/* The cause of a packet for @p service that found no live NF. */
+static inline enum sq_drop
+mgr_no_nf_cause(const struct mgr *mgr, uint16_t service)
+{
+	return atomic_load_explicit(&mgr->services[service].failed, memory_order_relaxed)
+		       ? SQ_DROP_SERVICE_FAILED
+		       : SQ_DROP_NO_NF;
+}
 
 /* region.c */
 int mgr_region_create(struct mgr *mgr, const char *dir);
@@ -319,6 +351,10 @@ int mgr_nfs_spawn_all(struct mgr *mgr);
 unsigned int mgr_nfs_poll(struct mgr *mgr);
 void mgr_nfs_stop_all(struct mgr *mgr);
 void mgr_nfs_free(struct mgr *mgr);
+/* Restarts due now, NFs that became ready; every round while mgr->sup_busy. */
+void mgr_nfs_supervise(struct mgr *mgr);
+/* Control period: kill NFs that hold packets and make no progress. */
+void mgr_nfs_watchdog(struct mgr *mgr);
 int mgr_nfs_spawn(struct mgr *mgr, struct mgr_nf *nf);
 /* The SCHED_RR priority the NF has by its config (service priority, or
  * chain_priority + hop); 0: the normal scheduler. */
@@ -347,5 +383,9 @@ void mgr_director_rules_changed(struct mgr *mgr, const struct sq_config *old,
 
 /* telemetry.c */
 int mgr_telemetry_init(struct mgr *mgr);
+/* Once the roles exist: commands answer from here (before: an error). */
+void mgr_telemetry_ready(struct mgr *mgr);
+/* Before teardown frees what commands read: from here they answer an error. */
+void mgr_telemetry_stop(struct mgr *mgr);
 
 #endif /* SQUALL_MGR_H */

@@ -4,6 +4,7 @@
  * a dead NF held or had queued, and stopping them all at shutdown.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
@@ -38,6 +39,13 @@ mgr_nf_state_name(uint32_t state)
 {
 	return state < RTE_DIM(state_names) ? state_names[state] : "?";
 }
+
+enum { SUP_NONE, SUP_WAIT, SUP_STARTING, SUP_FIRST_PKT };
+
+struct supervisor {
+	uint32_t *ids; /* NFs in a SUP_ state other than NONE */
+	uint32_t n;
+};
 
 static int
 init_nf(struct mgr *mgr, struct mgr_nf *nf, uint16_t service, uint16_t instance)
@@ -107,7 +115,12 @@ mgr_nfs_init(struct mgr *mgr)
 
 	/* Telemetry reads n_nfs from its own thread: publish it after the array. */
 	mgr->nfs = calloc(mgr->region->max_nfs ? mgr->region->max_nfs : 1, sizeof(*mgr->nfs));
-	if (mgr->nfs == NULL)
+	mgr->sup = calloc(1, sizeof(*mgr->sup));
+	if (mgr->nfs == NULL || mgr->sup == NULL)
+		return -ENOMEM;
+	mgr->sup->ids =
+		calloc(mgr->region->max_nfs ? mgr->region->max_nfs : 1, sizeof(*mgr->sup->ids));
+	if (mgr->sup->ids == NULL)
 		return -ENOMEM;
 	/* A service's NF ids are contiguous: max_instances of them, so that its
 	 * instances can grow while running; those beyond instances wait unstarted. */
@@ -179,29 +192,38 @@ apply_priority(struct mgr *mgr, struct mgr_nf *nf)
 	nf->nice = nice;
 }
 
+/* Variables an NF keeps from the manager's environment; the rest (and any
+ * SQUALL_* of the manager's own caller) is not passed on. */
+static const char *const env_keep[] = {
+	"PATH=", "LANG=", "LC_ALL=", "TZ=", "HOME=", "LD_LIBRARY_PATH=", "SQUALL_LOG_LEVEL="};
+
 /* The NF's argv: its exec, the config's args. The region and NF id go in the
- * environment, so NF options stay the NF author's own. */
+ * environment, so NF options stay the NF author's own. The environment is
+ * minimal, and the manager's SQUALL_* values are the only ones. */
 int
 mgr_nfs_spawn(struct mgr *mgr, struct mgr_nf *nf)
 {
 	const struct sq_cfg_service *cs = &mgr->cfg->services[nf->service];
 	char *argv[SQ_MAX_NF_ARGS + 2];
 	char env_region[SQ_CFG_PATH_LEN + 16], env_id[32];
+	char *envp[RTE_DIM(env_keep) + 3];
 	posix_spawnattr_t attr;
 	size_t n_env = 0;
-	char **envp;
 	int ret;
 
-	while (environ[n_env] != NULL)
-		n_env++;
-	envp = calloc(n_env + 3, sizeof(*envp));
-	if (envp == NULL)
-		return -ENOMEM;
-	memcpy(envp, environ, n_env * sizeof(*envp));
+	for (size_t k = 0; k < RTE_DIM(env_keep); k++) {
+		for (char **e = environ; *e != NULL; e++) {
+			if (strncmp(*e, env_keep[k], strlen(env_keep[k])) == 0) {
+				envp[n_env++] = *e;
+				break;
+			}
+		}
+	}
 	snprintf(env_region, sizeof(env_region), "SQUALL_REGION=%s", mgr->region_path);
 	snprintf(env_id, sizeof(env_id), "SQUALL_NF_ID=%u", nf->id);
-	envp[n_env] = env_region;
-	envp[n_env + 1] = env_id;
+	envp[n_env++] = env_region;
+	envp[n_env++] = env_id;
+	envp[n_env] = NULL;
 
 	argv[0] = (char *)(uintptr_t)cs->exec;
 	for (uint32_t i = 0; i < cs->n_args; i++)
@@ -218,7 +240,6 @@ mgr_nfs_spawn(struct mgr *mgr, struct mgr_nf *nf)
 	nf->start_tsc = rte_rdtsc();
 	ret = posix_spawn(&nf->pid, cs->exec, NULL, &attr, argv, envp);
 	posix_spawnattr_destroy(&attr);
-	free(envp);
 	if (ret != 0) {
 		atomic_store(&nf->ctl->state, SQ_NF_DEAD);
 		MGR_LOG(ERR, "%s#%u: cannot start %s: %s\n", cs->name, nf->instance, cs->exec,
@@ -345,10 +366,33 @@ drop_ring(struct mgr *mgr, struct rte_ring *r, enum sq_drop cause)
 	return total;
 }
 
+/* Every packet of a gone NF, without double frees: first what it handed back
+ * (carried out as usual), then what waited in its rx ring; what it had
+ * dequeued and was holding is found by the owner tag set at enqueue, in one
+ * scan of the pool for every NF that died in the same reap (reclaim_held),
+ * and only when some were held. Runs between rounds, when no role has
+ * packets for it staged. */
+static void
+reclaim_nf(struct mgr *mgr, struct mgr_nf *nf, enum sq_drop cause)
+{
+	unsigned int returned = 0, n, queued;
+
+	while ((n = mgr_tx_drain_nf(mgr, nf)) > 0)
+		returned += n;
+	mgr_steer_flush(mgr, &mgr->tx);
+	queued = drop_ring(mgr, nf->rx, cause);
+	nf->deq_pkts += queued;
+	if (mgr_nf_outstanding(mgr, nf) > 0) {
+		nf->reclaim_pending = true;
+		nf->reclaim_cause = cause;
+	}
+	if (returned > 0 || queued > 0)
+		MGR_LOG(INFO, "%s#%u: %u packets carried out, %u dropped from its ring\n",
+			nf->ctl->service, nf->instance, returned, queued);
+}
+
 struct held_scan {
 	struct mgr *mgr;
-	uint32_t owner;
-	enum sq_drop cause;
 	unsigned int found;
 };
 
@@ -356,34 +400,227 @@ static void
 free_if_held(struct rte_mempool *mp, void *opaque, void *obj, unsigned int idx)
 {
 	struct held_scan *scan = opaque;
+	uint32_t owner = sq_pkt_meta(obj)->owner;
+	struct mgr_nf *nf;
 
 	(void)mp;
 	(void)idx;
-	if (sq_pkt_meta(obj)->owner == scan->owner) {
-		mgr_drop(&scan->mgr->tx.stats, scan->cause, obj);
+	if (owner == 0 || owner > scan->mgr->n_nfs)
+		return;
+	nf = &scan->mgr->nfs[owner - 1];
+	if (nf->reclaim_pending) {
+		mgr_drop(&scan->mgr->tx.stats, nf->reclaim_cause, obj);
+		nf->deq_pkts++; /* none outstanding after: tx lets it go */
 		scan->found++;
 	}
 }
 
-/* Every packet of a gone NF, without double frees: first what it handed back
- * (carried out as usual), then what waited in its rx ring, then, by the owner
- * tag set at enqueue, what it had dequeued and was holding. Runs between
- * rounds, when no role has packets for it staged. */
+/* One pass over the pool for every NF marked by reclaim_nf. */
 static void
-reclaim_nf(struct mgr *mgr, struct mgr_nf *nf, enum sq_drop cause)
+reclaim_held(struct mgr *mgr, uint32_t n_marked)
 {
-	struct held_scan scan = {.mgr = mgr, .owner = nf->id + 1, .cause = cause};
-	unsigned int returned = 0, n;
+	struct held_scan scan = {.mgr = mgr};
 
-	while ((n = mgr_tx_drain_nf(mgr, nf)) > 0)
-		returned += n;
-	mgr_steer_flush(mgr, &mgr->tx);
-	nf->deq_pkts += drop_ring(mgr, nf->rx, cause);
+	if (n_marked == 0)
+		return;
 	rte_mempool_obj_iter(mgr->pool, free_if_held, &scan);
-	nf->deq_pkts += scan.found; /* none outstanding now: tx lets it go */
-	if (returned > 0 || scan.found > 0)
-		MGR_LOG(INFO, "%s#%u: %u packets carried out, %u reclaimed from its hands\n",
-			nf->ctl->service, nf->instance, returned, scan.found);
+	for (uint32_t i = 0; i < mgr->n_nfs; i++)
+		mgr->nfs[i].reclaim_pending = false;
+	MGR_LOG(INFO, "%u packets reclaimed from the hands of %u dead NF(s)\n", scan.found,
+		n_marked);
+}
+
+/* ---- supervision: restarts by the service's policy ---- */
+
+static void
+sup_add(struct mgr *mgr, struct mgr_nf *nf, uint32_t state)
+{
+	if (!nf->sup_listed)
+		mgr->sup->ids[mgr->sup->n++] = nf->id;
+	nf->sup_listed = true;
+	nf->sup_state = state;
+	atomic_store(&mgr->sup_busy, true);
+}
+
+static void
+set_exit_reason(struct mgr_nf *nf, int status)
+{
+	if (nf->wd_killed && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
+		nf->wd_killed = false;
+		snprintf(nf->exit_reason, sizeof(nf->exit_reason), "watchdog");
+		return;
+	}
+	nf->wd_killed = false;
+	if (WIFSIGNALED(status)) {
+		const char *abbrev = sigabbrev_np(WTERMSIG(status));
+
+		snprintf(nf->exit_reason, sizeof(nf->exit_reason), "signal %d (%s)",
+			 WTERMSIG(status), abbrev != NULL ? abbrev : "?");
+	} else {
+		snprintf(nf->exit_reason, sizeof(nf->exit_reason), "exit %d", WEXITSTATUS(status));
+	}
+}
+
+/* After a death while running: restart later, or give up (policy, crash
+ * loop). Per-flow pool NFs are the director's: it starts new ones. */
+static void
+schedule_restart(struct mgr *mgr, struct mgr_nf *nf, bool failure)
+{
+	const struct sq_cfg_service *cs = &mgr->cfg->services[nf->service];
+	uint64_t hz = rte_get_tsc_hz(), now = rte_rdtsc();
+	uint64_t delay_ms;
+
+	if (mgr_director_is_pooled(mgr, nf->service) || nf->gave_up)
+		return;
+	if (cs->restart == SQ_RESTART_NEVER || (cs->restart == SQ_RESTART_ON_FAILURE && !failure)) {
+		MGR_LOG(NOTICE, "%s#%u: not restarted (%s; restart: %s)\n", cs->name, nf->instance,
+			nf->exit_reason, cs->restart == SQ_RESTART_NEVER ? "never" : "on-failure");
+		return;
+	}
+	if (nf->window_tsc == 0 || now - nf->window_tsc > hz * cs->restart_window_s) {
+		nf->window_tsc = now;
+		nf->window_restarts = 0;
+	}
+	if (nf->window_restarts >= cs->restart_limit) {
+		nf->gave_up = true;
+		atomic_store(&mgr->services[nf->service].failed, true);
+		MGR_LOG(ERR,
+			"%s#%u: %u restarts within %u s (restart_limit); not restarted again: "
+			"service %s failed, its packets are dropped as service_failed\n",
+			cs->name, nf->instance, nf->window_restarts, cs->restart_window_s,
+			cs->name);
+		return;
+	}
+	/* The first restart in a window at once, then restart_backoff_ms,
+	 * doubling up to the cap: a crash loop slows down before it stops. */
+	delay_ms = nf->window_restarts == 0 ? 0
+					    : (uint64_t)cs->restart_backoff_ms
+						      << RTE_MIN(nf->window_restarts - 1, 30u);
+	delay_ms = RTE_MIN(delay_ms, (uint64_t)cs->restart_backoff_max_ms);
+	nf->window_restarts++;
+	nf->restart_at_tsc = now + hz / 1000 * delay_ms;
+	MGR_LOG(NOTICE, "%s#%u: restarting in %" PRIu64 " ms (%s; restart %u within %u s)\n",
+		cs->name, nf->instance, delay_ms, nf->exit_reason, nf->window_restarts,
+		cs->restart_window_s);
+	sup_add(mgr, nf, SUP_WAIT);
+}
+
+static void
+start_again(struct mgr *mgr, struct mgr_nf *nf)
+{
+	const struct sq_cfg_service *cs = &mgr->cfg->services[nf->service];
+
+	/* A clean state word: the last instance may have died in any state. */
+	atomic_store(&nf->ctl->stop, 0);
+	atomic_store_explicit(&nf->ctl->realtime, 0, memory_order_relaxed);
+	nf->sched_priority = 0;
+	nf->nice = 0;
+	nf->restarts++;
+	if (mgr_nfs_spawn(mgr, nf) < 0) {
+		snprintf(nf->exit_reason, sizeof(nf->exit_reason), "spawn failed");
+		nf->sup_state = SUP_NONE; /* leaves the list in mgr_nfs_supervise */
+		schedule_restart(mgr, nf, true);
+		return;
+	}
+	MGR_LOG(NOTICE, "%s#%u: restarted (pid %d) after %s\n", cs->name, nf->instance, nf->pid,
+		nf->exit_reason);
+	nf->sup_state = SUP_STARTING;
+}
+
+void
+mgr_nfs_supervise(struct mgr *mgr)
+{
+	struct supervisor *sup = mgr->sup;
+	uint64_t now = rte_rdtsc(), hz = rte_get_tsc_hz();
+
+	if (sup == NULL)
+		return;
+	for (uint32_t i = 0; i < sup->n;) {
+		struct mgr_nf *nf = &mgr->nfs[sup->ids[i]];
+
+		switch (nf->sup_state) {
+		case SUP_WAIT:
+			if (now >= nf->restart_at_tsc && !mgr->stop)
+				start_again(mgr, nf);
+			break;
+		case SUP_STARTING:
+			if (nf->pid > 0 && mgr_nf_is_ready(nf)) {
+				nf->ready_tsc = rte_rdtsc();
+				nf->rx_base = nf->ctl->rx_pkts;
+				nf->sup_state = SUP_FIRST_PKT;
+				atomic_store(&nf->live, true);
+			} else if (nf->pid > 0 &&
+				   now - nf->start_tsc > hz / 1000 * NF_READY_TIMEOUT_MS) {
+				MGR_LOG(WARNING,
+					"%s#%u (pid %d) not ready after %d ms; killing it\n",
+					nf->ctl->service, nf->instance, nf->pid,
+					NF_READY_TIMEOUT_MS);
+				kill(nf->pid, SIGKILL);
+				nf->start_tsc = now; /* once */
+			}
+			break;
+		case SUP_FIRST_PKT:
+			if (nf->ctl->rx_pkts != nf->rx_base) {
+				nf->restart_us = (rte_rdtsc() - nf->died_tsc) * 1000000 / hz;
+				nf->sup_state = SUP_NONE;
+			}
+			break;
+		default: break;
+		}
+		if (nf->sup_state == SUP_NONE) {
+			nf->sup_listed = false;
+			sup->ids[i] = sup->ids[--sup->n];
+			continue;
+		}
+		i++;
+	}
+	if (sup->n == 0)
+		atomic_store(&mgr->sup_busy, false);
+}
+
+/* NFs looked at per control period: with thousands, a walk over all of
+ * them takes a few periods, well within any watchdog_ms. */
+#define WATCHDOG_SLICE 1024
+
+/* An NF that holds packets (in its ring or its hands) and neither took nor
+ * returned one for watchdog_ms is hung: SIGKILL; the reap reclaims its
+ * packets and the restart policy applies, with exit reason "watchdog". Only
+ * an awake NF can hang: a sleeping or woken one waits for the manager or
+ * for its core. */
+void
+mgr_nfs_watchdog(struct mgr *mgr)
+{
+	uint64_t now = rte_rdtsc(), hz = rte_get_tsc_hz();
+	uint32_t n = RTE_MIN(mgr->n_nfs, (uint32_t)WATCHDOG_SLICE);
+
+	for (uint32_t k = 0; k < n; k++) {
+		struct mgr_nf *nf = &mgr->nfs[mgr->wd_pos];
+		uint32_t wd_ms = mgr->cfg->services[nf->service].watchdog_ms;
+		uint64_t progress, held;
+
+		mgr->wd_pos = mgr->wd_pos + 1 < mgr->n_nfs ? mgr->wd_pos + 1 : 0;
+		if (wd_ms == 0 || nf->pid <= 0 || nf->wd_killed || !atomic_load(&nf->live))
+			continue;
+		/* Anything the NF's loop counts: a yield or a spin is not a hang. */
+		progress = nf->ctl->rx_pkts + nf->ctl->tx_pkts + nf->ctl->sleeps +
+			   nf->ctl->spin_yields + nf->ctl->budget_yields + nf->ctl->tx_full_spins;
+		held = mgr_nf_outstanding(mgr, nf);
+		if (progress != nf->wd_progress || held == 0 ||
+		    atomic_load(&nf->ctl->state) != SQ_NF_AWAKE) {
+			nf->wd_progress = progress;
+			nf->wd_since_tsc = now;
+			continue;
+		}
+		if (now - nf->wd_since_tsc < hz / 1000 * wd_ms)
+			continue;
+		MGR_LOG(WARNING,
+			"%s#%u (pid %d): no progress for %u ms holding %" PRIu64
+			" packets (watchdog_ms); killing it\n",
+			nf->ctl->service, nf->instance, nf->pid, wd_ms, held);
+		nf->wd_killed = true;
+		nf->watchdog_kills++;
+		kill(nf->pid, SIGKILL);
+	}
 }
 
 static struct mgr_nf *
@@ -395,14 +632,17 @@ nf_by_pid(struct mgr *mgr, pid_t pid)
 	return NULL;
 }
 
-static void
+/* @return true if it holds packets the owner scan must find. */
+static bool
 nf_gone(struct mgr *mgr, struct mgr_nf *nf, int status)
 {
 	bool clean = atomic_load(&nf->ctl->state) == SQ_NF_EXITED;
 	bool stopping = atomic_load(&mgr->region->mgr_state) == SQ_MGR_STOPPING;
 	bool retiring = atomic_load(&nf->retiring);
+	bool failure = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 
 	atomic_store(&nf->live, false);
+	nf->died_tsc = rte_rdtsc();
 	/* rx on another lcore may have picked this NF in the round under way;
 	 * two finished rounds later nothing of it is staged or in flight. */
 	if (mgr->rx_elsewhere && !mgr->stop) {
@@ -411,6 +651,7 @@ nf_gone(struct mgr *mgr, struct mgr_nf *nf, int status)
 		while (atomic_load(&mgr->rx_rounds) < seen + 2 && !mgr->stop)
 			rte_pause();
 	}
+	set_exit_reason(nf, status);
 	/* Expected at shutdown: INFO; otherwise the user should know: WARNING. */
 	rte_log((stopping || retiring) && clean ? RTE_LOG_INFO : RTE_LOG_WARNING, sq_logtype_mgr,
 		"squall-mgr: %s#%u (pid %d) %s %d\n", nf->ctl->service, nf->instance, nf->pid,
@@ -429,12 +670,19 @@ nf_gone(struct mgr *mgr, struct mgr_nf *nf, int status)
 		   stopping   ? SQ_DROP_SHUTDOWN
 		   : retiring ? SQ_DROP_CONFIG_CHANGED
 			      : SQ_DROP_NF_DIED);
+	/* a retired NF (control role: its service removed or shrunk) stays down */
+	if (!stopping && !mgr->stop && !retiring) {
+		nf->sup_state = SUP_NONE; /* it may have died before its first packet */
+		schedule_restart(mgr, nf, failure);
+	}
+	return nf->reclaim_pending;
 }
 
 unsigned int
 mgr_nfs_poll(struct mgr *mgr)
 {
 	unsigned int reaped = 0;
+	uint32_t marked = 0;
 	int status;
 	pid_t pid;
 
@@ -442,10 +690,12 @@ mgr_nfs_poll(struct mgr *mgr)
 		struct mgr_nf *nf = nf_by_pid(mgr, pid);
 
 		if (nf != NULL) {
-			nf_gone(mgr, nf, status);
+			marked += nf_gone(mgr, nf, status);
 			reaped++;
 		}
 	}
+	/* Before any of them starts again under the same owner tag. */
+	reclaim_held(mgr, marked);
 	return reaped;
 }
 
@@ -489,8 +739,15 @@ mgr_nfs_stop_all(struct mgr *mgr)
 		nanosleep(&nap, NULL);
 	}
 	/* NFs that never ran (a failed start) can still have packets queued. */
-	for (uint32_t i = 0; i < mgr->n_nfs; i++)
-		reclaim_nf(mgr, &mgr->nfs[i], SQ_DROP_SHUTDOWN);
+	{
+		uint32_t marked = 0;
+
+		for (uint32_t i = 0; i < mgr->n_nfs; i++) {
+			reclaim_nf(mgr, &mgr->nfs[i], SQ_DROP_SHUTDOWN);
+			marked += mgr->nfs[i].reclaim_pending;
+		}
+		reclaim_held(mgr, marked);
+	}
 }
 
 void
@@ -503,6 +760,12 @@ mgr_nfs_free(struct mgr *mgr)
 	free(mgr->nfs);
 	mgr->nfs = NULL;
 	mgr->n_nfs = 0;
+	for (uint16_t s = 0; s < SQ_MAX_SERVICES; s++)
+		mgr->services[s].n_nfs = 0;
+	if (mgr->sup != NULL)
+		free(mgr->sup->ids);
+	free(mgr->sup);
+	mgr->sup = NULL;
 }
 
 /* ---- the control role's: NFs of services added, resized or removed while
@@ -517,6 +780,13 @@ mgr_nfs_setup(struct mgr *mgr, uint32_t id, uint16_t service, uint16_t instance)
 	if (id >= mgr->region->max_nfs)
 		return -ENOSPC;
 	nf->id = id;
+	/* what supervision knew of the slot's last NF is not this one's */
+	nf->gave_up = false;
+	nf->window_tsc = 0;
+	nf->window_restarts = 0;
+	nf->restarts = 0;
+	nf->wd_killed = false;
+	nf->exit_reason[0] = '\0';
 	ret = init_nf(mgr, nf, service, instance);
 	if (ret < 0)
 		return ret;

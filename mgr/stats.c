@@ -148,6 +148,11 @@ visit_nf(const struct mgr *mgr, const struct mgr_nf *nf, struct stats_sink *s)
 	       nf->ready_tsc > nf->start_tsc
 		       ? (nf->ready_tsc - nf->start_tsc) * 1000000 / rte_get_tsc_hz()
 		       : 0);
+	s->u64(s, "restarts", nf->restarts);
+	s->str(s, "exit_reason", nf->exit_reason);
+	s->u64(s, "restart_us", nf->restart_us);
+	s->u64(s, "watchdog_kills", nf->watchdog_kills);
+	s->u64(s, "service_failed", atomic_load(&mgr->services[nf->service].failed));
 	s->u64(s, "rx_pkts", ctl->rx_pkts);
 	s->u64(s, "tx_pkts", ctl->tx_pkts);
 	s->u64(s, "drop_verdicts", ctl->drop_verdicts);

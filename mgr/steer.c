@@ -166,7 +166,7 @@ mgr_steer_to_service(struct mgr *mgr, struct role_ctx *role, uint16_t service, s
 	struct mgr_nf *nf = pick_instance(mgr, service, sq_pkt_meta(pkt)->flow_hash);
 
 	if (unlikely(nf == NULL)) {
-		mgr_drop(&role->stats, SQ_DROP_NO_NF, pkt);
+		mgr_drop(&role->stats, mgr_no_nf_cause(mgr, service), pkt);
 		return NULL;
 	}
 	return mgr_steer_to_nf(mgr, role, nf, pkt);

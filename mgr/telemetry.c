@@ -18,6 +18,7 @@
  * {"error": "why"}; DPDK itself replies null to a command it does not know.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +33,15 @@
 #define NFS_PAGE 16
 
 static struct mgr *tel_mgr;
+
+/* Commands run on telemetry's threads, while the manager starts, runs and
+ * stops. Each holds this lock (shared) for its whole run; the manager takes
+ * it exclusively to change tel_state, so nothing a command reads is freed
+ * under it: before the roles exist and from the start of teardown, commands
+ * answer {"error": ...}. */
+enum { TEL_STARTING, TEL_RUNNING, TEL_STOPPED };
+static pthread_rwlock_t tel_lock = PTHREAD_RWLOCK_INITIALIZER;
+static int tel_state = TEL_STARTING;
 
 /* DPDK 22.11 telemetry nests one level: a dict may hold dicts of values. */
 struct tel_sink {
@@ -346,59 +356,88 @@ cmd_drop_causes(const char *cmd, const char *params, struct rte_tel_data *d)
 	return 0;
 }
 
-/* Every command runs under the control lock: a config that an apply
- * replaces is freed under it, and the commands read the config (names,
- * chains, wake settings). Commands are rare; the roles never take it. */
-#define LOCKED(fn)                                                                          \
-	static int fn##_locked(const char *cmd, const char *params, struct rte_tel_data *d) \
-	{                                                                                   \
-		int ret;                                                                    \
-                                                                                            \
-		mgr_control_lock();                                                         \
-		ret = fn(cmd, params, d);                                                   \
-		mgr_control_unlock();                                                       \
-		return ret;                                                                 \
+/* The command @p fn, run only while the manager's state is whole, and under
+ * the control lock: a config an apply replaces is freed under it, and the
+ * commands read the config (names, chains, wake settings). */
+#define GUARDED(fn)                                                                                \
+	static int fn##_guarded(const char *cmd, const char *params, struct rte_tel_data *d)       \
+	{                                                                                          \
+		int ret;                                                                           \
+                                                                                                   \
+		pthread_rwlock_rdlock(&tel_lock);                                                  \
+		if (tel_state == TEL_RUNNING) {                                                    \
+			mgr_control_lock();                                                        \
+			ret = fn(cmd, params, d);                                                  \
+			mgr_control_unlock();                                                      \
+		} else {                                                                           \
+			ret = tel_error(d, tel_state == TEL_STARTING ? "the manager is starting"   \
+								     : "the manager is stopping"); \
+		}                                                                                  \
+		pthread_rwlock_unlock(&tel_lock);                                                  \
+		return ret;                                                                        \
 	}
-LOCKED(cmd_stats)
-LOCKED(cmd_ports)
-LOCKED(cmd_nfs)
-LOCKED(cmd_chains)
-LOCKED(cmd_gen)
-LOCKED(cmd_gen_rate)
-LOCKED(cmd_flows)
-LOCKED(cmd_pools)
-LOCKED(cmd_wake)
-LOCKED(cmd_latency_reset)
+GUARDED(cmd_stats)
+GUARDED(cmd_ports)
+GUARDED(cmd_nfs)
+GUARDED(cmd_chains)
+GUARDED(cmd_gen)
+GUARDED(cmd_gen_rate)
+GUARDED(cmd_flows)
+GUARDED(cmd_pools)
+GUARDED(cmd_wake)
+GUARDED(cmd_latency_reset)
+
+static void
+tel_set_state(int state)
+{
+	pthread_rwlock_wrlock(&tel_lock);
+	tel_state = state;
+	pthread_rwlock_unlock(&tel_lock);
+}
+
+void
+mgr_telemetry_ready(struct mgr *mgr)
+{
+	(void)mgr;
+	tel_set_state(TEL_RUNNING);
+}
+
+void
+mgr_telemetry_stop(struct mgr *mgr)
+{
+	(void)mgr;
+	tel_set_state(TEL_STOPPED);
+}
 
 int
 mgr_telemetry_init(struct mgr *mgr)
 {
 	tel_mgr = mgr;
-	if (rte_telemetry_register_cmd("/squall/stats", cmd_stats_locked,
+	if (rte_telemetry_register_cmd("/squall/stats", cmd_stats_guarded,
 				       "Totals, drops by cause, mbufs in use. No parameters") < 0 ||
-	    rte_telemetry_register_cmd("/squall/ports", cmd_ports_locked,
+	    rte_telemetry_register_cmd("/squall/ports", cmd_ports_guarded,
 				       "Per-port counters. No parameters") < 0 ||
-	    rte_telemetry_register_cmd("/squall/nfs", cmd_nfs_locked,
+	    rte_telemetry_register_cmd("/squall/nfs", cmd_nfs_guarded,
 				       "Per-NF state and counters. Parameter: first NF id; "
 				       "\"next\" gives the next page") < 0 ||
-	    rte_telemetry_register_cmd("/squall/chains", cmd_chains_locked,
+	    rte_telemetry_register_cmd("/squall/chains", cmd_chains_guarded,
 				       "Per-chain counters. No parameters") < 0 ||
 	    rte_telemetry_register_cmd("/squall/drop_causes", cmd_drop_causes,
 				       "What each drop counter means. No parameters") < 0 ||
 	    rte_telemetry_register_cmd(
-		    "/squall/gen", cmd_gen_locked,
+		    "/squall/gen", cmd_gen_guarded,
 		    "Generator rate and counters. Parameter: PORT (default: the first)") < 0 ||
-	    rte_telemetry_register_cmd("/squall/gen_rate", cmd_gen_rate_locked,
+	    rte_telemetry_register_cmd("/squall/gen_rate", cmd_gen_rate_guarded,
 				       "Set a generator's rate. Parameters: PPS|0|max[,PORT]") <
 		    0 ||
-	    rte_telemetry_register_cmd("/squall/flows", cmd_flows_locked,
+	    rte_telemetry_register_cmd("/squall/flows", cmd_flows_guarded,
 				       "Flow table counters. No parameters") < 0 ||
-	    rte_telemetry_register_cmd("/squall/pools", cmd_pools_locked,
+	    rte_telemetry_register_cmd("/squall/pools", cmd_pools_guarded,
 				       "Per-service idle pools. No parameters") < 0 ||
-	    rte_telemetry_register_cmd("/squall/wake", cmd_wake_locked,
+	    rte_telemetry_register_cmd("/squall/wake", cmd_wake_guarded,
 				       "Set a service's wake policy. Parameters: SERVICE,"
 				       "min|fixed|adaptive[,THRESH_PKTS[,TIMEOUT_US]]") < 0 ||
-	    rte_telemetry_register_cmd("/squall/latency_reset", cmd_latency_reset_locked,
+	    rte_telemetry_register_cmd("/squall/latency_reset", cmd_latency_reset_guarded,
 				       "Clear the per-chain latency histograms. No parameters") < 0)
 		return -EEXIST;
 	return 0;

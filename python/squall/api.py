@@ -80,6 +80,8 @@ class Nf:
     sleeps: int
     wakes: int
     rx_ring_count: int
+    restarts: int = 0  # times the manager started it again after it died
+    exit_reason: str = ""  # of its last death: "exit 3", "signal 9 (KILL)", "watchdog"
     counters: dict[str, int] = field(default_factory=dict)
 
     @classmethod
@@ -99,6 +101,8 @@ class Nf:
             sleeps=_int(d, "sleeps"),
             wakes=_int(d, "wakes"),
             rx_ring_count=_int(d, "rx_ring_count"),
+            restarts=_int(d, "restarts"),
+            exit_reason=str(d.get("exit_reason", "")),
             counters={str(k): _int(counters, k) for k in counters},
         )
 

@@ -83,6 +83,8 @@ def _nfs_table(nfs: Sequence[Nf]) -> Table:
         "sleeps",
         "wakes",
         "ring",
+        "restarts",
+        "last exit",
         "counters",
         title="nfs",
         title_justify="left",
@@ -101,6 +103,8 @@ def _nfs_table(nfs: Sequence[Nf]) -> Table:
             f"{nf.sleeps:,}",
             f"{nf.wakes:,}",
             f"{nf.rx_ring_count:,}",
+            f"{nf.restarts:,}",
+            nf.exit_reason or "-",
             counters,
         )
     return table

@@ -1,5 +1,6 @@
-"""SIGKILL an NF while traffic flows: the manager lives on, marks the NF dead,
-keeps the other chain moving, and gets every mbuf back."""
+"""SIGKILL an NF of a `restart: never` service while traffic flows: the
+manager lives on, marks the NF dead and leaves it so, keeps the other chain
+moving, and gets every mbuf back (restarts: test_restart.py)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def test_killed_nf_does_not_stop_other_chain(mgr: Manager, tmp_path: Path) -> No
             {"name": "b", "devargs": f"net_pcap1,rx_pcap={b_pcap},infinite_rx=1"},
         ],
         services=[
-            {"name": "sa", "exec": "squall-nf-sig", "mode": "sleep"},
+            {"name": "sa", "exec": "squall-nf-sig", "mode": "sleep", "restart": "never"},
             {"name": "sb", "exec": "squall-nf-sig", "mode": "sleep"},
         ],
         chains=[{"name": "ca", "services": ["sa"]}, {"name": "cb", "services": ["sb"]}],
@@ -60,6 +61,10 @@ def test_killed_nf_does_not_stop_other_chain(mgr: Manager, tmp_path: Path) -> No
         lambda: mgr.stats()["drops"]["no_nf"] > no_nf, 10, "chain ca packets counted as no_nf"
     )
     assert mgr.is_running()
+    nf = mgr.nfs()["sa#0"]
+    assert nf["restarts"] == 0 and nf["pid"] == 0, nf
+    assert nf["exit_reason"] == "signal 9 (KILL)", nf
+    assert "not restarted (signal 9 (KILL); restart: never)" in mgr.stderr_path.read_text()
 
     # Traffic never stops here, so only the exit stats can show every mbuf home.
     ex = mgr.finish(live_mbufs=False)

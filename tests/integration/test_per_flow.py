@@ -230,7 +230,16 @@ def gen_per_flow_config(mgr: Manager, instances: int, **svc: Any) -> dict[str, A
             {"name": "gen", "devargs": "net_null0,no-rx=1"},
             {"name": "out", "devargs": "net_null1,no-rx=1"},
         ],
-        services=[{"name": "s", "exec": "squall-nf-sig", "instances": instances, **svc}],
+        # watchdog_ms 0: these tests SIGSTOP NFs that hold packets on purpose.
+        services=[
+            {
+                "name": "s",
+                "exec": "squall-nf-sig",
+                "instances": instances,
+                "watchdog_ms": 0,
+                **svc,
+            }
+        ],
         chains=[{"name": "c", "services": ["s"]}],
         rules=[{"in_port": "gen", "chain": "c", "out_port": "out", "assign": "per-flow"}],
         flow_linger_ms=0,

@@ -184,7 +184,9 @@ def test_packets_held_for_a_killed_nf_are_counted(mgr: Manager) -> None:
     """An NF dies while the manager holds packets for it: at the timeout they
     are dropped as nf_died, none is lost."""
     wake = {"policy": "fixed", "thresh_pkts": 64, "timeout_us": 1000000}
-    mgr.start(gen_config(mgr, wake, rate_pps=0))
+    cfg = gen_config(mgr, wake, rate_pps=0)
+    cfg["services"][0]["restart"] = "never"  # a new instance would take them
+    mgr.start(cfg)
     nf = next(iter(wait_all_asleep(mgr).values()))
     sent = send_exactly_about(mgr, 5)
     assert next(iter(mgr.nfs().values()))["held"] == sent
