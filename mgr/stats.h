@@ -22,4 +22,7 @@ void mgr_stats_visit_chains(const struct mgr *mgr, struct stats_sink *s);
 void mgr_stats_visit_flows(const struct mgr *mgr, struct stats_sink *s);
 void mgr_stats_visit_pools(const struct mgr *mgr, struct stats_sink *s);
 
+/** Register /squall/latency and /squall/rules (observe.c), for the exporter. */
+int mgr_observe_init(const struct mgr *mgr);
+
 #endif

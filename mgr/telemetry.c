@@ -349,6 +349,8 @@ int
 mgr_telemetry_init(struct mgr *mgr)
 {
 	tel_mgr = mgr;
+	if (mgr_observe_init(mgr) < 0)
+		return -EEXIST;
 	if (rte_telemetry_register_cmd("/squall/stats", cmd_stats,
 				       "Totals, drops by cause, mbufs in use. No parameters") < 0 ||
 	    rte_telemetry_register_cmd("/squall/ports", cmd_ports,

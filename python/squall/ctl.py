@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from squall import exporter
 from squall.api import ControlApi, Nf, Port, Stats
 from squall.exit import Exit
 from squall.telemetry import (
@@ -227,6 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
         )
         if name == "raw":
             p.add_argument("cmd", metavar="CMD", help="e.g. /squall/stats or /ethdev/stats,0")
+    exporter.add_parser(sub)
     return parser
 
 
@@ -238,6 +240,8 @@ def _default_name() -> str:
 def run(argv: Sequence[str] | None = None) -> Exit:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "serve", False):
+        return Exit(exporter.run_serve(args, args.name or _default_name()))
     try:
         if args.socket is not None:
             tm = Telemetry.connect(path=args.socket)
