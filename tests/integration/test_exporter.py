@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -176,6 +177,22 @@ class Prometheus:
             self.proc.wait()
 
 
+def check_grafana_dashboard(prom: Prometheus, exposition: str) -> None:
+    """Every query of docs/grafana's dashboard parses in Prometheus and names
+    only metrics the exporter has."""
+    dash = json.loads((REPO / "docs" / "grafana" / "squall-dashboard.json").read_text())
+    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    assert len(exprs) >= 20, exprs
+    for expr in exprs:
+        concrete = expr.replace("$__rate_interval", "5s")
+        for var in ("$job", "$chain", "$service"):
+            concrete = concrete.replace(var, ".*")
+        prom.query(concrete)  # asserts status success: the query parses
+        for name in re.findall(r"\bsquall_[a-z0-9_]+", expr):
+            base = re.sub(r"_(bucket|count|sum)$", "", name)
+            assert f"# TYPE {base} " in exposition, f"dashboard uses {name}, not exported"
+
+
 @pytest.mark.skipif(PROMETHEUS is None or PROMTOOL is None, reason="prometheus not installed")
 def test_prometheus_scrapes_rates_and_counters(mgr: Manager, exporter: Exporter) -> None:
     cfg = chain_config(mgr)
@@ -230,6 +247,7 @@ def test_prometheus_scrapes_rates_and_counters(mgr: Manager, exporter: Exporter)
         up = prom.query('squall_nf_up{service="fwd"}')
         assert sorted(r["metric"]["instance"] for r in up) == ["0", "1"], up
         assert all(r["value"][1] == "1" for r in up), up
+        check_grafana_dashboard(prom, exporter.metrics())
     finally:
         prom.stop()
     # promtool's linter accepts the exposition (naming, units, types, help).
