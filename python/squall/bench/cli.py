@@ -106,6 +106,8 @@ def cmd_report(args: argparse.Namespace) -> Exit:
     if unknown:
         print(f"squall-bench: no experiment or results named {', '.join(unknown)}", file=sys.stderr)
         return Exit.USAGE
+    if args.redraw:
+        print(f"redrew {len(report.redraw())} published plots from their stored JSON")
     path, shown = report.render(exps, args.names or None)
     print(f"wrote {path} ({', '.join(shown) or 'no results yet'})")
     if args.publish:
@@ -152,6 +154,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--publish", action="store_true", help="also docs/results/NAME.json, PNGs, README.md"
     )
     p.add_argument("--include-quick", action="store_true", help="publish --quick runs too")
+    p.add_argument(
+        "--redraw",
+        action="store_true",
+        help="first draw docs/results' PNGs again from their stored JSON",
+    )
     p.set_defaults(fn=cmd_report)
     return ap
 
