@@ -172,13 +172,13 @@ def read_snapshot(tm: Telemetry) -> Snapshot:
     rules: list[dict[str, Any]] = []
     rnext: int | None = 0
     while rnext is not None:
-        page = _optional(tm, "/squall/rules" + (f",{rnext}" if rnext else ""))
-        if page is None:
+        rpage = _optional(tm, "/squall/rules" + (f",{rnext}" if rnext else ""))
+        if rpage is None:
             break
         rules += sorted(
-            (v for v in page.values() if isinstance(v, dict)), key=lambda r: int(r.get("id", 0))
+            (v for v in rpage.values() if isinstance(v, dict)), key=lambda r: int(r.get("id", 0))
         )
-        n = page.get("next")
+        n = rpage.get("next")
         rnext = n if isinstance(n, int) and n > rnext else None
     latency: dict[str, Hist] = {}
     to_nf: dict[str, Hist] = {}
@@ -633,14 +633,14 @@ class SquallCollector(Collector):
         for (svc, state), n in sorted(svc_state.items()):
             g.add_metric([svc, state], n)
         yield g
-        for key, (name, doc) in NF_COUNTERS.items():
+        for ckey, (name, doc) in NF_COUNTERS.items():
             c = _counter(
                 name.replace("squall_nf_", "squall_service_"),
                 doc.replace("the NF", "the service's NFs"),
                 ["service"],
             )
             for svc, agg in sorted(svc_sum.items()):
-                c.add_metric([svc], agg[key])
+                c.add_metric([svc], agg[ckey])
             yield c
         c = _counter(
             "squall_service_wakes",
@@ -665,10 +665,10 @@ class SquallCollector(Collector):
         for nf in nfs:
             g.add_metric(lv(nf), 1 if _live(str(nf.get("state", ""))) else 0)
         yield g
-        for key, (name, doc) in NF_COUNTERS.items():
+        for ckey, (name, doc) in NF_COUNTERS.items():
             c = _counter(name, doc, labels)
             for nf in nfs:
-                c.add_metric(lv(nf), _n(nf, key))
+                c.add_metric(lv(nf), _n(nf, ckey))
             yield c
         c = _counter(
             "squall_nf_wakes", "Wake-ups of the NF by the manager, by reason", [*labels, "reason"]
@@ -986,7 +986,7 @@ def serve(
     poller.nf_detail = nf_detail
     server = Server(listen, poller, verbose)
     poller.start()
-    host, port = server.server_address[:2]
+    host, port = str(server.server_address[0]), int(server.server_address[1])
     print(
         f"squallctl serve: manager {name or path}: dashboard http://{host}:{port}/ "
         f"metrics http://{host}:{port}/metrics",
