@@ -161,18 +161,19 @@ echo "squall-mgr pid $mgr_pid is up ($TELEMETRY)"
 # The exporter and dashboard: not part of the pass/fail, a window into it.
 if [[ -x .venv/bin/squallctl ]]; then
 	step "squallctl serve: dashboard and Prometheus metrics"
-	.venv/bin/squallctl --name "$NAME" serve --listen "$DEMO_LISTEN" >/dev/null 2>&1 &
+	tmp_dir=$(mktemp -d /tmp/squall-demo.XXXXXX)
+	.venv/bin/squallctl --name "$NAME" serve --listen "$DEMO_LISTEN" >"$tmp_dir/serve.log" 2>&1 &
 	serve_pid=$!
 	if wait_for 10 serve_is_up; then
 		echo "dashboard:  http://$DEMO_LISTEN/"
 		echo "metrics:    http://$DEMO_LISTEN/metrics  (docs/observability.md: Prometheus, Grafana)"
 	else
-		echo "(squallctl serve did not answer on $DEMO_LISTEN; is the port taken? DEMO_LISTEN=HOST:PORT)"
+		echo "(squallctl serve did not answer on $DEMO_LISTEN: $(tail -n 1 "$tmp_dir/serve.log"))"
 	fi
 fi
 
 step "web server in ns server on $URL"
-tmp_dir=$(mktemp -d /tmp/squall-demo.XXXXXX)
+[[ -n $tmp_dir ]] || tmp_dir=$(mktemp -d /tmp/squall-demo.XXXXXX)
 echo '<html><body>hello from squall</body></html>' >"$tmp_dir/index.html"
 head -c "$BIG_BYTES" /dev/urandom >"$tmp_dir/big.bin"
 ip netns exec server "$PYTHON" -m http.server "$PORT" --bind "$SERVER_IP" \
