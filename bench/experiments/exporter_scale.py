@@ -29,6 +29,9 @@ def measure(name: str, nf_detail: bool) -> dict[str, float]:
     body, _ = poller.exposition("text/plain")
     render_s = time.monotonic() - t0
     t0 = time.monotonic()
+    gz, _ = poller.exposition("text/plain", gzipped=True)
+    gzip_s = time.monotonic() - t0
+    t0 = time.monotonic()
     summary = json.dumps(exporter.summary(poller)).encode()
     summary_s = time.monotonic() - t0
     samples = sum(1 for line in body.splitlines() if line and not line.startswith(b"#"))
@@ -37,6 +40,8 @@ def measure(name: str, nf_detail: bool) -> dict[str, float]:
         "render_s": render_s,
         "scrape_s": poll_s + render_s,
         "exposition_bytes": len(body),
+        "exposition_gzip_bytes": len(gz),
+        "gzip_s": gzip_s,
         "samples": samples,
         "summary_bytes": len(summary),
         "summary_s": summary_s,
@@ -67,7 +72,15 @@ def run(ctx: Context) -> None:
                     ctx.sample("scrape", nfs=n, nf_metrics=detail, **r)
         row = {"nfs": n}
         for detail, key in ((True, "all"), (False, "service")):
-            for f in ("poll_s", "render_s", "scrape_s", "exposition_bytes", "samples"):
+            for f in (
+                "poll_s",
+                "render_s",
+                "gzip_s",
+                "scrape_s",
+                "exposition_bytes",
+                "exposition_gzip_bytes",
+                "samples",
+            ):
                 row[f"{f}_{key}"] = spread(r[f] for r in runs[detail])
         row["summary_bytes"] = spread(r["summary_bytes"] for r in runs[True])
         rows.append(row)
@@ -85,6 +98,9 @@ def run(ctx: Context) -> None:
     ctx.summary[f"poll_s_{k}nf"] = rounded(top["poll_s_all"]["median"])
     ctx.summary[f"render_s_{k}nf"] = rounded(top["render_s_all"]["median"])
     ctx.summary[f"exposition_mb_{k}nf"] = rounded(top["exposition_bytes_all"]["median"] / 1e6)
+    ctx.summary[f"exposition_gzip_mb_{k}nf"] = rounded(
+        top["exposition_gzip_bytes_all"]["median"] / 1e6
+    )
     ctx.summary[f"exposition_kb_per_service_{k}nf"] = rounded(
         top["exposition_bytes_service"]["median"] / 1e3
     )
@@ -151,6 +167,12 @@ def run(ctx: Context) -> None:
             "size (MB)",
             [
                 Series("/metrics, per-NF series", xs, med("exposition_bytes_all", 1e-6)),
+                Series(
+                    "/metrics gzipped (as Prometheus asks), per-NF series",
+                    xs,
+                    med("exposition_gzip_bytes_all", 1e-6),
+                    style="-^",
+                ),
                 Series(
                     "/metrics, per-service only",
                     xs,

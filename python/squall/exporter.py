@@ -19,6 +19,7 @@ manager keeps no event feed.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import threading
 import time
@@ -345,7 +346,7 @@ class Poller:
         self._tm: Telemetry | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="squall-poller", daemon=True)
-        self._cache: dict[tuple[int, str], bytes] = {}
+        self._cache: dict[tuple[int, str, bool], bytes] = {}
         self.nf_detail = True
 
     def start(self) -> None:
@@ -406,19 +407,24 @@ class Poller:
             self.cond.wait_for(lambda: self.state.seq != seq, timeout=timeout_s)
             return self.state.seq
 
-    def exposition(self, accept: str | None) -> tuple[bytes, str]:
-        """/metrics, rendered once per snapshot and content type."""
+    def exposition(self, accept: str | None, gzipped: bool = False) -> tuple[bytes, str]:
+        """/metrics and its content type, rendered (and gzipped) once per snapshot."""
         encoder, content_type = choose_encoder(accept or "")
         with self.cond:
-            key = (self.state.seq, content_type)
-            body = self._cache.get(key)
+            seq = self.state.seq
+            body = self._cache.get((seq, content_type, gzipped))
         if body is None:
-            registry = CollectorRegistry(auto_describe=False)
-            registry.register(SquallCollector(self))
-            body = encoder(registry)
+            plain = self._cache.get((seq, content_type, False))
+            if plain is None:
+                registry = CollectorRegistry(auto_describe=False)
+                registry.register(SquallCollector(self))
+                plain = encoder(registry)
+            # Level 1: 8 MB of 10,000 NFs' text shrinks ~15x in a fraction of the render.
+            body = gzip.compress(plain, compresslevel=1) if gzipped else plain
             with self.cond:
-                if self.state.seq == key[0]:
-                    self._cache[key] = body
+                if self.state.seq == seq:
+                    self._cache[(seq, content_type, False)] = plain
+                    self._cache[(seq, content_type, gzipped)] = body
         return body, content_type
 
 
@@ -893,9 +899,17 @@ class Handler(BaseHTTPRequestHandler):
         if self.server.verbose:
             super().log_message(format, *args)
 
-    def _send(self, body: bytes, ctype: str, status: HTTPStatus = HTTPStatus.OK) -> None:
+    def _send(
+        self,
+        body: bytes,
+        ctype: str,
+        status: HTTPStatus = HTTPStatus.OK,
+        encoding: str | None = None,
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", ctype)
+        if encoding:
+            self.send_header("Content-Encoding", encoding)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
         self.end_headers()
@@ -913,8 +927,9 @@ class Handler(BaseHTTPRequestHandler):
         poller = self.server.poller
         path = url.path
         if path == "/metrics":
-            body, ctype = poller.exposition(self.headers.get("Accept"))
-            self._send(body, ctype)
+            gz = "gzip" in (self.headers.get("Accept-Encoding") or "")
+            body, ctype = poller.exposition(self.headers.get("Accept"), gz)
+            self._send(body, ctype, encoding="gzip" if gz else None)
         elif path == "/api/summary":
             self._json(summary(poller))
         elif path == "/api/events":
