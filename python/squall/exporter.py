@@ -231,6 +231,24 @@ def _live(state: str) -> bool:
     return state in LIVE_STATES
 
 
+def shown_state(nf: dict[str, Any], old: dict[str, Any] | None) -> str:
+    """The dashboard's state of an NF: the manager's, or "blocked" for a live
+    NF that since the last poll waited on its full tx ring or had packets
+    dropped because its rx ring was full."""
+    state = str(nf.get("state", ""))
+    if (
+        _live(state)
+        and old is not None
+        and old.get("pid") == nf.get("pid")
+        and (
+            _n(nf, "tx_full_spins") > _n(old, "tx_full_spins")
+            or _n(nf, "ring_full_drops") > _n(old, "ring_full_drops")
+        )
+    ):
+        return "blocked"
+    return state
+
+
 def diff_events(prev: Snapshot | None, cur: Snapshot) -> list[Event]:
     """What changed between two snapshots, as events."""
     now = cur.time
@@ -792,10 +810,10 @@ def summary(poller: Poller, max_events: int = 200) -> dict[str, Any]:
             svc,
             {"name": svc, "states": {}, "nfs": 0, "rx_pps": 0.0, "tx_pps": 0.0, "wakes_ps": 0.0},
         )
-        state = str(nf.get("state", ""))
+        old = p.nfs.get(key) if p else None
+        state = shown_state(nf, old)
         agg["states"][state] = agg["states"].get(state, 0) + 1
         agg["nfs"] += 1
-        old = p.nfs.get(key) if p else None
         if old is not None and old.get("pid") == nf.get("pid"):
             agg["rx_pps"] += _rate(_n(nf, "rx_pkts"), _n(old, "rx_pkts"), dt)
             agg["tx_pps"] += _rate(_n(nf, "tx_pkts"), _n(old, "tx_pkts"), dt)
@@ -841,11 +859,11 @@ def nf_rows(poller: Poller, query: dict[str, list[str]]) -> dict[str, Any]:
     for key, nf in snap.nfs.items():
         if svc and nf.get("service") != svc:
             continue
-        if state and nf.get("state") != state:
+        old = prev.nfs.get(key) if prev else None
+        if state and shown_state(nf, old) != state:
             continue
         if q and q not in key.lower() and q not in str(nf.get("pid", "")):
             continue
-        old = prev.nfs.get(key) if prev else None
         same = old is not None and old.get("pid") == nf.get("pid")
         rows.append(
             {
@@ -854,7 +872,7 @@ def nf_rows(poller: Poller, query: dict[str, list[str]]) -> dict[str, Any]:
                 "service": nf.get("service", ""),
                 "instance": _n(nf, "instance"),
                 "pid": _n(nf, "pid"),
-                "state": nf.get("state", ""),
+                "state": shown_state(nf, old),
                 "mode": nf.get("mode", ""),
                 "rx_pkts": _n(nf, "rx_pkts"),
                 "tx_pkts": _n(nf, "tx_pkts"),

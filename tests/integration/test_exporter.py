@@ -308,3 +308,76 @@ def test_latency_buckets_add_up(mgr: Manager) -> None:
 
 if __name__ == "__main__":
     sys.exit(pytest.main([os.path.abspath(__file__), "-q"]))
+
+
+def _snap(nfs: dict[str, dict[str, Any]], pid: int = 1, **kw: Any) -> Any:
+    from squall.exporter import Snapshot
+
+    base: dict[str, Any] = dict(
+        time=time.time(),
+        pid=pid,
+        stats={},
+        ports={},
+        chains={},
+        nfs=nfs,
+        flows={},
+        pools={},
+        drop_causes={},
+        rules=[],
+        latency={},
+        to_nf={},
+        control=None,
+    )
+    base.update(kw)
+    return Snapshot(**base)
+
+
+def test_events_and_states_from_snapshots() -> None:
+    """What the event log and the "blocked" state make of two snapshots (no manager)."""
+    from squall.exporter import diff_events, shown_state
+
+    def nf(inst: int, pid: int, state: str = "asleep", **kw: Any) -> dict[str, Any]:
+        return {
+            "service": "s",
+            "instance": inst,
+            "pid": pid,
+            "state": state,
+            "wake_policy": "min",
+            "wake_thresh_pkts": 1,
+            "wake_timeout_us": 100,
+            **kw,
+        }
+
+    a = _snap(
+        {"s#0": nf(0, 10), "s#1": nf(1, 11), "s#2": nf(2, 12, "dead")},
+        pools={"s": {"pooled": 1, "started": 3}},
+        control={"applies": 1},
+    )
+    b = _snap(
+        {
+            "s#0": nf(0, 20, restarts=1),  # a new pid: restarted
+            "s#1": nf(1, 11, "dead", exit_reason="signal 9"),
+            "s#2": nf(2, 13),  # dead -> live with a new pid: restarted
+            "s#3": nf(3, 14),  # new
+        },
+        pools={"s": {"pooled": 1, "started": 4}},
+        control={"applies": 2},
+    )
+    b.nfs["s#0"]["wake_policy"] = "adaptive"
+    first = diff_events(None, a)
+    assert [e.kind for e in first] == ["manager"], first
+    got = sorted((e.kind, e.what) for e in diff_events(a, b))
+    kinds = [k for k, _ in got]
+    assert kinds.count("restart") == 2, got
+    assert ("restart", "s#0 restarted: pid 10 -> 20") in got, got
+    assert any(k == "exit" and "s#1 dead" in w and "signal 9" in w for k, w in got), got
+    assert [w for k, w in got if k == "start"] == ["s#3 started (pid 14)"], got
+    assert any(k == "scale" and "3 -> 4" in w for k, w in got), got
+    assert any(k == "config" and "adaptive" in w for k, w in got), got
+    assert any(k == "config" and "applies 1 -> 2" in w for k, w in got), got
+    # A new manager pid: one "manager up", no per-NF noise.
+    assert [e.kind for e in diff_events(a, _snap(a.nfs, pid=2))] == ["manager"]
+    old = nf(0, 10, "awake", tx_full_spins=5, ring_full_drops=0)
+    assert shown_state(nf(0, 10, "awake", tx_full_spins=9), old) == "blocked"
+    assert shown_state(nf(0, 10, "asleep", tx_full_spins=5), old) == "asleep"
+    assert shown_state(nf(0, 10, "dead", ring_full_drops=3), old) == "dead"

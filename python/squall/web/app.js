@@ -6,7 +6,7 @@
 
 const $ = (sel) => document.querySelector(sel);
 const HISTORY = 300; // points of the rates chart (one per poll)
-const STATES = ["awake", "waking", "asleep", "spawned", "exited", "dead", "free"];
+const STATES = ["awake", "blocked", "waking", "asleep", "spawned", "exited", "dead", "free"];
 
 function fmt(v, digits = 0) {
 	if (v === undefined || v === null || Number.isNaN(v)) return "-";
