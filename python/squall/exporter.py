@@ -41,7 +41,7 @@ from prometheus_client.core import (
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from squall.api import by_name, nfs_page
+from squall.api import ControlApi, by_name
 from squall.telemetry import Telemetry, TelemetryError
 
 DEFAULT_LISTEN = "127.0.0.1:9470"
@@ -164,12 +164,7 @@ def read_snapshot(tm: Telemetry) -> Snapshot:
     stats = tm.query("/squall/stats")
     ports = by_name(tm.query("/squall/ports"))
     chains = by_name(tm.query("/squall/chains"))
-    nfs, nxt = nfs_page(tm.query("/squall/nfs"))
-    seen: set[int] = set()
-    while nxt is not None and nxt not in seen:
-        seen.add(nxt)
-        page, nxt = nfs_page(tm.query(f"/squall/nfs,{nxt}"))
-        nfs.update(page)
+    nfs = ControlApi(tm).nfs_dict()
     rules: list[dict[str, Any]] = []
     rnext: int | None = 0
     while rnext is not None:
