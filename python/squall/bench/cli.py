@@ -106,8 +106,6 @@ def cmd_report(args: argparse.Namespace) -> Exit:
     if unknown:
         print(f"squall-bench: no experiment or results named {', '.join(unknown)}", file=sys.stderr)
         return Exit.USAGE
-    if args.redraw:
-        print(f"redrew {len(report.redraw())} published plots from their stored JSON")
     path, shown = report.render(exps, args.names or None)
     print(f"wrote {path} ({', '.join(shown) or 'no results yet'})")
     if args.publish:
@@ -117,6 +115,8 @@ def cmd_report(args: argparse.Namespace) -> Exit:
         for n in skipped:
             print(f"not published: {n}: its latest run is --quick or failed (--include-quick)")
         print(f"published {', '.join(published) or 'nothing'}; wrote {readme}")
+    if args.redraw:
+        print(f"redrew {len(report.redraw())} published plots from their stored JSON")
     return Exit.OK
 
 
@@ -157,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--redraw",
         action="store_true",
-        help="first draw docs/results' PNGs again from their stored JSON",
+        help="then draw docs/results' PNGs again from their stored JSON",
     )
     p.set_defaults(fn=cmd_report)
     return ap

@@ -5,7 +5,7 @@ peers) in the same axes; error bars span min..max over repetitions, the
 marker is the median. A target is a black dotted line across the plot: a
 series labelled "target..." (the experiment draws it), or one of
 TARGET_LINES for figures published before targets were drawn. Axis numbers
-read 1.5k / 2M; a legend of more than four entries goes under the plot, so
+read 1.5k / 2M; a legend of more than three entries goes under the plot, so
 it never hides a line.
 """
 
@@ -25,7 +25,7 @@ TARGET_LINES: dict[str, list[tuple[float, str]]] = {
     "flow_activations/activations_c64": [(100_000, "target: 100,000 new flows/s held")],
     "e1_nfs_per_core/latency": [(1000, "target: p99 <= 1 ms at half load, 1,000 NFs")],
 }
-LEGEND_INSIDE_MAX = 4
+LEGEND_INSIDE_MAX = 3
 
 
 def _is_target(label: str) -> bool:
