@@ -480,6 +480,32 @@ NF_COUNTERS = {
     "tx_full_spins": ("squall_nf_tx_full_spins", "Times the NF waited on a full tx ring"),
     "handler_cycles": ("squall_nf_handler_cycles", "TSC cycles spent in the NF's handler"),
 }
+# The rest of an NF's counters: summed per service only, so 10,000 NFs do
+# not multiply them (squallctl nfs --json has them per NF).
+SERVICE_COUNTERS = {
+    "bursts": ("squall_service_bursts", "Bursts the service's NFs handled"),
+    "sleep_cancels": (
+        "squall_service_sleep_cancels",
+        "Sleeps the service's NFs cancelled: packets came as they went to sleep",
+    ),
+    "flows_cleaned": ("squall_service_flows_cleaned", "Flows the service's NFs cleaned up"),
+    "closes_cleaned": (
+        "squall_service_closes_cleaned",
+        "Flow closes the service's NFs cleaned up",
+    ),
+    "budget_yields": (
+        "squall_service_budget_yields",
+        "Times the service's NFs yielded at their batch budget",
+    ),
+    "spin_yields": (
+        "squall_service_spin_yields",
+        "Times the service's NFs yielded while spinning before sleep",
+    ),
+    "held_pkts": (
+        "squall_service_held_packets",
+        "Packets the manager held for the service's NFs (ring full)",
+    ),
+}
 WAKE_REASONS = {
     "wakes_by_thresh": "threshold",
     "wakes_by_timeout": "timeout",
@@ -646,7 +672,7 @@ class SquallCollector(Collector):
             key = (svc, str(nf.get("state", "")))
             svc_state[key] = svc_state.get(key, 0) + 1
             agg = svc_sum.setdefault(svc, {})
-            for k in (*NF_COUNTERS, *WAKE_REASONS, "wakes", "restarts"):
+            for k in (*NF_COUNTERS, *SERVICE_COUNTERS, *WAKE_REASONS, "wakes", "restarts"):
                 agg[k] = agg.get(k, 0.0) + _n(nf, k)
         g = _gauge("squall_service_nfs", "NFs of the service, by state", ["service", "state"])
         for (svc, state), n in sorted(svc_state.items()):
@@ -658,6 +684,11 @@ class SquallCollector(Collector):
                 doc.replace("the NF", "the service's NFs"),
                 ["service"],
             )
+            for svc, agg in sorted(svc_sum.items()):
+                c.add_metric([svc], agg[ckey])
+            yield c
+        for ckey, (name, doc) in SERVICE_COUNTERS.items():
+            c = _counter(name, doc, ["service"])
             for svc, agg in sorted(svc_sum.items()):
                 c.add_metric([svc], agg[ckey])
             yield c
@@ -725,6 +756,15 @@ class SquallCollector(Collector):
                 c = _counter(name, key.replace("_", " "))
                 c.add_metric([], _n(f, key))
                 yield c
+        for key, name, doc in (
+            ("setup_ns_p50", "squall_flow_setup_p50_seconds", "Median flow setup time"),
+            ("setup_ns_p99", "squall_flow_setup_p99_seconds", "99th percentile flow setup time"),
+            ("setup_ns_mean", "squall_flow_setup_mean_seconds", "Mean flow setup time"),
+        ):
+            if key in f:
+                g = _gauge(name, doc + ": first packet to its enqueue on a new NF")
+                g.add_metric([], _n(f, key) / 1e9)
+                yield g
         for key in POOL_GAUGES:
             g = _gauge(f"squall_pool_{key}_nfs", f"Per-flow pool: {key} NFs", ["service"])
             for svc, p in snap.pools.items():

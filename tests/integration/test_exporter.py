@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from conftest import REPO, Manager
+from squall.api import by_name
 from squall.telemetry import TelemetryError
 
 PROMETHEUS = shutil.which("prometheus")
@@ -381,3 +382,43 @@ def test_events_and_states_from_snapshots() -> None:
     assert shown_state(nf(0, 10, "awake", tx_full_spins=9), old) == "blocked"
     assert shown_state(nf(0, 10, "asleep", tx_full_spins=5), old) == "asleep"
     assert shown_state(nf(0, 10, "dead", ring_full_drops=3), old) == "dead"
+
+
+@pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed")
+def test_per_flow_pools_and_flows_are_exported(mgr: Manager, exporter: Exporter) -> None:
+    """A per-flow service: its pool, the flow table and flow setup time are
+    metrics that agree with telemetry, and promtool accepts them too."""
+    cfg = mgr.config(
+        ports=[
+            {"name": "gen", "devargs": "net_null0,no-rx=1"},
+            {"name": "out", "devargs": "net_null1,no-rx=1"},
+        ],
+        services=[{"name": "s", "exec": "squall-nf-sig", "instances": 4}],
+        chains=[{"name": "c", "services": ["s"]}],
+        rules=[{"in_port": "gen", "chain": "c", "out_port": "out", "assign": "per-flow"}],
+    )
+    cfg["generator"] = {"port": "gen", "rate_pps": 5000, "flows": 2, "tcp_flow_pkts": 10000}
+    mgr.start(cfg)
+    mgr.wait_for(lambda: mgr.query("/squall/flows")["flows_created"] == 2, 30, "2 flows")
+    sent = mgr.gen_send(0)
+    mgr.wait_accounted(sent)
+    flows, pool = mgr.query("/squall/flows"), by_name(mgr.query("/squall/pools"))["s"]
+
+    def agrees() -> bool:
+        text = exporter.metrics()
+        return (
+            metric_value(text, "squall_flows_created_total") == flows["flows_created"]
+            and metric_value(text, "squall_pool_assigned_total", 'service="s"') == pool["assigned"]
+            and metric_value(text, "squall_pool_size_nfs", 'service="s"') == pool["size"]
+            and metric_value(text, "squall_flow_setup_p99_seconds") == flows["setup_ns_p99"] / 1e9
+        )
+
+    wait_until(agrees, 15, "flow and pool metrics equal to telemetry")
+    r = subprocess.run(
+        [str(PROMTOOL), "check", "metrics"],
+        input=exporter.metrics(),
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    mgr.finish(live_mbufs=False)
