@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import sys
 import threading
 import time
 from collections import deque
@@ -1052,7 +1053,14 @@ def serve(
     """Run the exporter until interrupted."""
     poller = Poller(name=name, path=path, interval_s=interval_s)
     poller.nf_detail = nf_detail
-    server = Server(listen, poller, verbose)
+    try:
+        server = Server(listen, poller, verbose)
+    except OSError as e:
+        print(
+            f"squallctl serve: cannot listen on {listen[0]}:{listen[1]}: {e.strerror}",
+            file=sys.stderr,
+        )
+        return 1
     poller.start()
     host, port = str(server.server_address[0]), int(server.server_address[1])
     print(
