@@ -230,6 +230,8 @@ mgr_stats_visit_chains(const struct mgr *mgr, struct stats_sink *s)
 		char hops[SQ_MAX_HOPS * SQ_CFG_NAME_LEN] = "";
 		size_t off = 0;
 
+		if (cc->n_hops == 0) /* a free slot of a running config (control.c) */
+			continue;
 		for (uint16_t h = 0; h < cc->n_hops; h++)
 			off += (size_t)snprintf(hops + off, sizeof(hops) - off, "%s%s",
 						h ? "," : "",
@@ -285,6 +287,8 @@ mgr_stats_visit_pools(const struct mgr *mgr, struct stats_sink *s)
 		struct pool_stats ps;
 		char key[SQ_CFG_NAME_LEN];
 
+		if (name[0] == '\0') /* a removed service's slot (control.c) */
+			continue;
 		mgr_director_pool_stats(mgr, i, &ps);
 		key_from(key, sizeof(key), name);
 		s->begin(s, key);

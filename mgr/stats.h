@@ -22,4 +22,11 @@ void mgr_stats_visit_chains(const struct mgr *mgr, struct stats_sink *s);
 void mgr_stats_visit_flows(const struct mgr *mgr, struct stats_sink *s);
 void mgr_stats_visit_pools(const struct mgr *mgr, struct stats_sink *s);
 
+/* observe.c: /squall/latency and /squall/rules, for the exporter; telemetry.c
+ * registers them under its guard and the control lock. */
+struct rte_tel_data;
+void mgr_observe_init(const struct mgr *mgr);
+int mgr_observe_latency(const char *cmd, const char *params, struct rte_tel_data *d);
+int mgr_observe_rules(const char *cmd, const char *params, struct rte_tel_data *d);
+
 #endif

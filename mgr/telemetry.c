@@ -386,6 +386,8 @@ GUARDED(cmd_flows)
 GUARDED(cmd_pools)
 GUARDED(cmd_wake)
 GUARDED(cmd_latency_reset)
+GUARDED(mgr_observe_latency)
+GUARDED(mgr_observe_rules)
 
 static void
 tel_set_state(int state)
@@ -413,7 +415,13 @@ int
 mgr_telemetry_init(struct mgr *mgr)
 {
 	tel_mgr = mgr;
-	if (rte_telemetry_register_cmd("/squall/stats", cmd_stats_guarded,
+	mgr_observe_init(mgr);
+	if (rte_telemetry_register_cmd("/squall/latency", mgr_observe_latency_guarded,
+				       "A chain's latency histogram buckets. Parameters: "
+				       "CHAIN[,to_nf][,FIRST_BUCKET]") < 0 ||
+	    rte_telemetry_register_cmd("/squall/rules", mgr_observe_rules_guarded,
+				       "The rules. Parameter: first rule index") < 0 ||
+	    rte_telemetry_register_cmd("/squall/stats", cmd_stats_guarded,
 				       "Totals, drops by cause, mbufs in use. No parameters") < 0 ||
 	    rte_telemetry_register_cmd("/squall/ports", cmd_ports_guarded,
 				       "Per-port counters. No parameters") < 0 ||

@@ -7,8 +7,12 @@
 #
 #   scripts/demo.sh             (as root, after `make build`; or just `make demo`)
 #
+# While it runs, `squallctl serve` shows it live: the dashboard and the
+# Prometheus metrics at the URL printed (http://127.0.0.1:9470/ by default).
+#
 # Environment:
 #   DEMO_SECONDS   how long the traffic loop runs after the first checks (default 10)
+#   DEMO_LISTEN    where squallctl serve listens (default 127.0.0.1:9470)
 #
 # Exit status: 0 if every ping and HTTP request got through, 1 otherwise.
 set -euo pipefail
@@ -17,6 +21,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
 DEMO_SECONDS=${DEMO_SECONDS:-10}
+DEMO_LISTEN=${DEMO_LISTEN:-127.0.0.1:9470}
 MGR=build/mgr/squall-mgr
 CONFIG=examples/demo.yaml
 NAME=demo
@@ -34,6 +39,7 @@ die() {
 
 mgr_pid=
 web_pid=
+serve_pid=
 tmp_dir=
 failures=0
 cleaned=0
@@ -63,6 +69,10 @@ cleanup() {
 		kill -TERM "$web_pid" 2>/dev/null
 		wait "$web_pid" 2>/dev/null
 	fi
+	if [[ -n $serve_pid ]]; then
+		kill -TERM "$serve_pid" 2>/dev/null
+		wait "$serve_pid" 2>/dev/null
+	fi
 	scripts/netns.sh down
 	rm -f "/dev/hugepages/squall-$NAME.region" "/dev/shm/squall-$NAME.region"
 	[[ -n $tmp_dir ]] && rm -rf "$tmp_dir"
@@ -91,6 +101,7 @@ telemetry_is_up() {
 web_is_up() {
 	ip netns exec server curl -sf --max-time 1 -o /dev/null "$URL/" 2>/dev/null
 }
+serve_is_up() { curl -sf --max-time 1 -o /dev/null "http://$DEMO_LISTEN/metrics" 2>/dev/null; }
 path_is_up() { ip netns exec client ping -c 1 -W 1 -q "$SERVER_IP" >/dev/null 2>&1; }
 
 # Live counters: squallctl if the venv has it, else DPDK's own telemetry client.
@@ -147,8 +158,22 @@ mgr_pid=$!
 wait_for 15 telemetry_is_up || die "no telemetry socket $TELEMETRY after 15 s"
 echo "squall-mgr pid $mgr_pid is up ($TELEMETRY)"
 
+# The exporter and dashboard: not part of the pass/fail, a window into it.
+if [[ -x .venv/bin/squallctl ]]; then
+	step "squallctl serve: dashboard and Prometheus metrics"
+	tmp_dir=$(mktemp -d /tmp/squall-demo.XXXXXX)
+	.venv/bin/squallctl --name "$NAME" serve --listen "$DEMO_LISTEN" >"$tmp_dir/serve.log" 2>&1 &
+	serve_pid=$!
+	if wait_for 10 serve_is_up; then
+		echo "dashboard:  http://$DEMO_LISTEN/"
+		echo "metrics:    http://$DEMO_LISTEN/metrics  (docs/observability.md: Prometheus, Grafana)"
+	else
+		echo "(squallctl serve did not answer on $DEMO_LISTEN: $(tail -n 1 "$tmp_dir/serve.log"))"
+	fi
+fi
+
 step "web server in ns server on $URL"
-tmp_dir=$(mktemp -d /tmp/squall-demo.XXXXXX)
+[[ -n $tmp_dir ]] || tmp_dir=$(mktemp -d /tmp/squall-demo.XXXXXX)
 echo '<html><body>hello from squall</body></html>' >"$tmp_dir/index.html"
 head -c "$BIG_BYTES" /dev/urandom >"$tmp_dir/big.bin"
 ip netns exec server "$PYTHON" -m http.server "$PORT" --bind "$SERVER_IP" \

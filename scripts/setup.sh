@@ -21,12 +21,15 @@ HUGEPAGE_DIR=/dev/hugepages
 VENV=.venv
 BUILD_DIR=build
 
-# Needed to build and test; a missing one is fatal.
+# Needed to build and test; a missing one is fatal. prometheus (and promtool),
+# chromium and chromium-driver: the exporter and dashboard tests
+# (test_exporter.py, test_dashboard.py) run them, as a user would.
 REQUIRED_PKGS=(
 	libdpdk-dev dpdk dpdk-dev meson ninja-build pkg-config gcc
 	libyaml-dev libpcap-dev libbpf-dev libxdp-dev
 	iproute2 iputils-ping ethtool curl procps python3-venv clang-format make
 	apache2-utils tcpdump libssl-dev tshark
+	prometheus chromium chromium-driver
 )
 # Traffic and developer tools (DESIGN.md §10); missing from the archive = a warning.
 # Peers for side-by-side benchmarks (python/squall/bench/peers): nftables for
@@ -65,7 +68,7 @@ pkg_has_candidate() {
 }
 
 # No service may start during install: nginx's postinst would otherwise bind
-# port 80 in the root namespace. policy-rc.d exit 101 = "action forbidden".
+# port 80 in the root namespace, prometheus's port 9090 and its scrapes. policy-rc.d exit 101 = "action forbidden".
 POLICY_RC=/usr/sbin/policy-rc.d
 POLICY_RC_OURS=0
 policy_rc_block() {
@@ -98,6 +101,20 @@ nginx_service_off() {
 	fi
 }
 
+# The same for Debian's prometheus service: the tests run their own
+# prometheus on a free port; a system one would scrape and fill /var/lib.
+prometheus_service_off() {
+	pkg_is_installed prometheus || return 0
+	if command -v systemctl >/dev/null && [[ -d /run/systemd/system ]]; then
+		as_root systemctl disable --now prometheus >/dev/null 2>&1 || true
+	else
+		if pgrep -x -u prometheus prometheus >/dev/null 2>&1; then
+			as_root /etc/init.d/prometheus stop >/dev/null 2>&1 || true
+		fi
+		as_root update-rc.d prometheus disable >/dev/null 2>&1 || true
+	fi
+}
+
 install_packages() {
 	step "system packages"
 	if [[ ${SQUALL_SKIP_APT:-0} == 1 ]]; then
@@ -116,6 +133,7 @@ install_packages() {
 	if [[ ${#missing_req[@]} -eq 0 && ${#missing_opt[@]} -eq 0 ]]; then
 		info "all ${#REQUIRED_PKGS[@]}+${#OPTIONAL_PKGS[@]} packages installed"
 		nginx_service_off
+		prometheus_service_off
 		return 0
 	fi
 
@@ -156,6 +174,7 @@ install_packages() {
 	policy_rc_restore
 	trap - EXIT
 	nginx_service_off
+	prometheus_service_off
 
 	for p in "${missing_req[@]}"; do
 		pkg_is_installed "$p" || die "package $p did not install"

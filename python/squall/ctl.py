@@ -12,7 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from squall import capture, control
+from squall import capture, control, exporter
 from squall.api import ControlApi, Nf, Port, Stats
 from squall.exit import Exit
 from squall.telemetry import (
@@ -362,6 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("what", choices=["config"], help="what to print")
     _add_edit_parsers(sub)
     capture.add_parser(sub).set_defaults(fn=cmd_capture)
+    exporter.add_parser(sub)
     return parser
 
 
@@ -373,6 +374,8 @@ def _default_name() -> str:
 def run(argv: Sequence[str] | None = None) -> Exit:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "serve", False):
+        return Exit(exporter.run_serve(args, args.name or _default_name()))
     try:
         if args.socket is not None:
             tm = Telemetry.connect(path=args.socket)

@@ -115,6 +115,8 @@ def cmd_report(args: argparse.Namespace) -> Exit:
         for n in skipped:
             print(f"not published: {n}: its latest run is --quick or failed (--include-quick)")
         print(f"published {', '.join(published) or 'nothing'}; wrote {readme}")
+    if args.redraw:
+        print(f"redrew {len(report.redraw())} published plots from their stored JSON")
     return Exit.OK
 
 
@@ -152,6 +154,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--publish", action="store_true", help="also docs/results/NAME.json, PNGs, README.md"
     )
     p.add_argument("--include-quick", action="store_true", help="publish --quick runs too")
+    p.add_argument(
+        "--redraw",
+        action="store_true",
+        help="then draw docs/results' PNGs again from their stored JSON",
+    )
     p.set_defaults(fn=cmd_report)
     return ap
 

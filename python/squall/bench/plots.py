@@ -2,7 +2,11 @@
 
 One PNG per figure; every series of a figure (Squall's variants and the
 peers) in the same axes; error bars span min..max over repetitions, the
-marker is the median.
+marker is the median. A target is a black dotted line across the plot: a
+series labelled "target..." (the experiment draws it), or one of
+TARGET_LINES for figures published before targets were drawn. Axis numbers
+read 1.5k / 2M; a legend of more than three entries goes under the plot, so
+it never hides a line.
 """
 
 from __future__ import annotations
@@ -12,6 +16,20 @@ from pathlib import Path
 from typing import Any
 
 from squall.bench.experiment import Figure
+
+# Targets (docs/results README "target" column) of published figures whose y
+# axis is in the target's unit: "experiment/figure id" -> (y, label).
+TARGET_LINES: dict[str, list[tuple[float, str]]] = {
+    "density/memory": [(3.0, "target: 10,000 idle NFs in <= 3 GiB")],
+    "flow_activations/activations_c1": [(100_000, "target: 100,000 new flows/s held")],
+    "flow_activations/activations_c64": [(100_000, "target: 100,000 new flows/s held")],
+    "e1_nfs_per_core/latency": [(1000, "target: p99 <= 1 ms at half load, 1,000 NFs")],
+}
+LEGEND_INSIDE_MAX = 3
+
+
+def _is_target(label: str) -> bool:
+    return label.lower().startswith("target")
 
 
 def _num(v: Any) -> float:
@@ -40,11 +58,28 @@ def _valid_fmt(fmt: str) -> str:
     return fmt if ok and not any(ls in rest for ls in ("-", ":")) else "-o"
 
 
-def draw(fig_spec: Figure, path: Path, subtitle: str = "") -> Path:
+def _category(x: Any) -> str:
+    """A category label: numbers read 300k, names as they are."""
+    if isinstance(x, int | float) and not isinstance(x, bool):
+        return _tick(float(x))
+    s = str(x)
+    try:
+        return _tick(float(s)) if s.replace(".", "", 1).isdigit() else s
+    except ValueError:
+        return s
+
+
+def draw(
+    fig_spec: Figure,
+    path: Path,
+    subtitle: str = "",
+    targets: list[tuple[float, str]] | None = None,
+) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
     fig, ax = plt.subplots(figsize=(7, 4.4))
     ax2 = None
@@ -54,7 +89,12 @@ def draw(fig_spec: Figure, path: Path, subtitle: str = "") -> Path:
             for x in s.x:
                 if str(x) not in categories:
                     categories.append(str(x))
+    hlines = list(targets or [])
     for s in fig_spec.series:
+        ys_t = {_num(y) for y in s.y} - {float("nan")}
+        if _is_target(s.label) and len(ys_t) == 1 and s.axis != "right":
+            hlines.append((ys_t.pop(), s.label))
+            continue
         target = ax
         if s.axis == "right":
             if ax2 is None:
@@ -80,9 +120,11 @@ def draw(fig_spec: Figure, path: Path, subtitle: str = "") -> Path:
             )
         else:
             target.plot(xs, ys, style, label=s.label, color=s.color)
+    for y, label in hlines:
+        ax.axhline(y, color="k", linestyle=":", linewidth=1.5, label=label, zorder=1)
     if fig_spec.xscale == "category":
         ax.set_xticks(range(len(categories)))
-        ax.set_xticklabels(categories)
+        ax.set_xticklabels([_category(c) for c in categories])
     else:
         if fig_spec.xscale == "log":
             ax.set_xscale("log")
@@ -101,6 +143,9 @@ def draw(fig_spec: Figure, path: Path, subtitle: str = "") -> Path:
         ax.set_ylim(bottom=0)
         if ax2 is not None:
             ax2.set_ylim(bottom=0)
+    for a in (ax, ax2):
+        if a is not None and a.get_yscale() == "linear":
+            a.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: _tick(v)))
     ax.set_xlabel(fig_spec.xlabel)
     ax.set_ylabel(fig_spec.ylabel)
     if ax2 is not None and fig_spec.ylabel2:
@@ -113,11 +158,21 @@ def draw(fig_spec: Figure, path: Path, subtitle: str = "") -> Path:
         h2, l2 = ax2.get_legend_handles_labels()
         handles += h2
         labels += l2
-    if handles:
+    if handles and len(handles) <= LEGEND_INSIDE_MAX:
         ax.legend(handles, labels, fontsize=8, loc="best")
+    elif handles:
+        ax.legend(
+            handles,
+            labels,
+            fontsize=8,
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.2),
+            ncol=2,
+            frameon=False,
+        )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)
     return path
 
@@ -128,8 +183,16 @@ def draw_all(result: dict[str, Any], stem: Path) -> list[Path]:
     subtitle = f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores" + (
         ", --quick" if result.get("quick") else ""
     )
+    exp = str(result.get("experiment") or stem.parent.name)
     out = []
     for d in result.get("figures", []):
         f = Figure.from_dict(d)
-        out.append(draw(f, stem.parent / f"{stem.name}-{f.id}.png", subtitle))
+        out.append(
+            draw(
+                f,
+                stem.parent / f"{stem.name}-{f.id}.png",
+                subtitle,
+                TARGET_LINES.get(f"{exp}/{f.id}"),
+            )
+        )
     return out

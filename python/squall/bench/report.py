@@ -1,5 +1,8 @@
-"""Markdown pages of results: results/report.md from the latest run of each
-experiment, and with --publish docs/results/ (NAME.json, its PNGs, README.md).
+"""Pages of results: results/report.md and report.html from the latest run of
+each experiment, and with --publish docs/results/ (NAME.json, its PNGs,
+README.md and index.html). The HTML page is the markdown rendered
+(markdown-it-py, which rich already brings) with the plots inline, one file
+to open in a browser; --redraw draws the PNGs again from the stored JSON.
 
 A full run is preferred to a --quick one; a page says which it shows.
 Results written before this harness (bench/dataplane.py's) are shown too:
@@ -215,7 +218,9 @@ def render(
         body.append(section(name, result, str(p.relative_to(results_dir)), pngs, exp))
         shown.append((name, section_title(name, result, exp)))
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(_page(body, shown, "results/report.md"))
+    page = _page(body, shown, "results/report.md")
+    out.write_text(page)
+    write_html(page, results_dir / "report.html")
     return out, [n for n, _ in shown]
 
 
@@ -261,8 +266,62 @@ def publish(
         body.append(section(name, result, j.name, pngs, exp))
         shown.append((name, section_title(name, result, exp)))
     readme = docs_dir / "README.md"
-    readme.write_text(_page(body, shown, "docs/results/README.md"))
+    page = _page(body, shown, "docs/results/README.md")
+    readme.write_text(page)
+    write_html(page, docs_dir / "index.html")
     return readme, published, skipped
+
+
+def redraw(docs_dir: Path = DOCS_RESULTS_DIR) -> list[Path]:
+    """Draw every published figure again from its stored NAME.json, over its PNGs."""
+    out: list[Path] = []
+    for j in sorted(docs_dir.glob("*.json")):
+        result = json.loads(j.read_text())
+        result["experiment"] = result.get("experiment") or j.stem
+        if result.get("figures"):
+            out += plots.draw_all(result, j.with_suffix(""))
+    return out
+
+
+HTML_STYLE = """
+body { font: 15px/1.5 system-ui, sans-serif; max-width: 1000px; margin: 2em auto;
+  padding: 0 1em; color: #1d2330; }
+table { border-collapse: collapse; margin: 0.5em 0 1em; }
+th, td { border: 1px solid #d9dde3; padding: 3px 8px; }
+th { background: #f2f4f7; }
+td:nth-child(2) { font-variant-numeric: tabular-nums; }
+img { max-width: 100%; border: 1px solid #e3e6eb; }
+code { background: #f2f4f7; padding: 0 3px; border-radius: 3px; }
+blockquote { border-left: 4px solid #d8a31a; margin: 0; padding: 0 1em; background: #fffaf0; }
+h2 { border-top: 1px solid #e3e6eb; padding-top: 1em; margin-top: 2em; }
+"""
+
+
+def write_html(markdown: str, path: Path) -> Path:
+    """The markdown page as one HTML file beside it (links and images relative)."""
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark", {"html": False}).enable("table")
+    body = md.render(markdown)
+    # Headings get the anchors the markdown table of contents links to.
+    body = re.sub(
+        r"<h2>(.*?)</h2>",
+        lambda m: f'<h2 id="{_anchor_html(m.group(1))}">{m.group(1)}</h2>',
+        body,
+    )
+    path.write_text(
+        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+        "<title>Squall benchmark results</title>"
+        f"<style>{HTML_STYLE}</style></head><body>\n{body}</body></html>\n"
+    )
+    return path
+
+
+def _anchor_html(heading_html: str) -> str:
+    text = re.sub(r"<[^>]+>", "", heading_html)
+    text = text.replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<")
+    text = text.replace("&gt;", ">").replace("&#39;", "'")
+    return re.sub(r"[^a-z0-9 _-]", "", text.lower()).replace(" ", "-")
 
 
 def _names(

@@ -1,0 +1,275 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Squall dashboard: one summary per poll arrives over server-sent events
+// (/api/stream); the NF table asks /api/nfs for one page, filtered and sorted
+// on the server, so 10,000 NFs cost the page one page of rows.
+"use strict";
+
+const $ = (sel) => document.querySelector(sel);
+const HISTORY = 300; // points of the rates chart (one per poll)
+const STATES = ["awake", "blocked", "waking", "asleep", "spawned", "exited", "dead", "free"];
+
+function fmt(v, digits = 0) {
+	if (v === undefined || v === null || Number.isNaN(v)) return "-";
+	const a = Math.abs(v);
+	if (a >= 1e9) return (v / 1e9).toFixed(2) + " G";
+	if (a >= 1e6) return (v / 1e6).toFixed(2) + " M";
+	if (a >= 1e4) return (v / 1e3).toFixed(1) + " k";
+	return v.toFixed(digits);
+}
+const int = (v) => (v === undefined ? "-" : Math.round(v).toLocaleString("en-US"));
+
+function el(tag, attrs = {}, ...kids) {
+	const e = document.createElement(tag);
+	for (const [k, v] of Object.entries(attrs)) {
+		if (k === "class") e.className = v;
+		else if (k === "text") e.textContent = v;
+		else e.setAttribute(k, v);
+	}
+	for (const kid of kids) e.append(kid);
+	return e;
+}
+
+function setValue(id, v, text) {
+	const e = document.getElementById(id);
+	e.dataset.value = String(v);
+	e.textContent = text;
+}
+
+function stateChips(states) {
+	const span = el("span", { class: "states" });
+	for (const s of STATES) {
+		if (states[s]) {
+			span.append(el("span", { class: "state state-" + s, "data-state": s, "data-count": states[s], text: `${states[s]} ${s}` }));
+		}
+	}
+	for (const [s, n] of Object.entries(states)) {
+		if (!STATES.includes(s)) span.append(el("span", { class: "state", "data-state": s, "data-count": n, text: `${n} ${s}` }));
+	}
+	return span;
+}
+
+// ---------------------------------------------------------------- topology
+
+function node(kind, name, rate, extra) {
+	const n = el("div", { class: "node " + kind, "data-kind": kind, "data-name": name },
+		el("div", { class: "kind", text: kind }),
+		el("div", { class: "name", text: name }));
+	if (rate !== undefined) n.append(el("div", { class: "rate", text: rate }));
+	if (extra) n.append(extra);
+	return n;
+}
+const arrow = () => el("span", { class: "arrow", text: "\u2192" });
+
+function renderTopology(s) {
+	const ports = Object.fromEntries(s.ports.map((p) => [p.name, p]));
+	const chains = Object.fromEntries(s.chains.map((c) => [c.name, c]));
+	const services = Object.fromEntries(s.services.map((v) => [v.name, v]));
+	const box = $("#topology");
+	box.replaceChildren();
+	const rules = s.rules.length ? s.rules : s.chains.map((c) => ({ id: "", chain: c.name, in_port: "", out_port: "" }));
+	for (const r of rules) {
+		const row = el("div", { class: "flow", "data-rule": String(r.id) });
+		const inp = ports[r.in_port];
+		row.append(node("port", r.in_port || "any", inp ? `rx ${fmt(inp.rx_pps)} pkt/s` : ""));
+		row.append(arrow());
+		row.append(node("rule", r.id === "" ? "-" : "r" + r.id, r.dst_mac ? "dst " + r.dst_mac : "any MAC",
+			el("div", { class: "rate muted", text: r.assign || "" })));
+		row.append(arrow());
+		const ch = chains[r.chain];
+		const cn = node("chain", r.chain, ch ? `tx ${fmt(ch.tx_pps)} pkt/s` : "");
+		if (ch) cn.dataset.txPps = String(ch.tx_pps);
+		row.append(cn);
+		for (const [hop, svc] of (ch ? ch.hops : []).entries()) {
+			row.append(arrow());
+			const v = services[svc] || { states: {}, nfs: 0, rx_pps: 0 };
+			const sn = node("service", svc, `hop ${hop}: ${v.nfs} NF${v.nfs === 1 ? "" : "s"}, rx ${fmt(v.rx_pps)} pkt/s`, stateChips(v.states));
+			sn.dataset.hop = String(hop);
+			row.append(sn);
+		}
+		if (r.out_port) {
+			row.append(arrow());
+			const outp = ports[r.out_port];
+			row.append(node("port", r.out_port, outp ? `tx ${fmt(outp.tx_pps)} pkt/s` : ""));
+		}
+		box.append(row);
+	}
+}
+
+// ------------------------------------------------------------------ charts
+
+const rateData = [[], [], [], []];
+let rateChart = null;
+
+function chartWidth(elem) {
+	return Math.max(300, elem.clientWidth - 8);
+}
+
+function updateRates(s) {
+	const t = s.time;
+	if (!t || !s.totals) return;
+	rateData[0].push(t);
+	rateData[1].push(s.totals.rx_pps);
+	rateData[2].push(s.totals.tx_pps);
+	rateData[3].push(s.totals.drop_pps);
+	if (rateData[0].length > HISTORY) for (const a of rateData) a.shift();
+	const box = $("#rates-chart");
+	if (!rateChart) {
+		rateChart = new uPlot({
+			width: chartWidth(box), height: 200,
+			scales: { x: { time: true } },
+			legend: { live: false },
+			axes: [{}, { label: "packets/s", values: (u, v) => v.map((x) => fmt(x)) }],
+			series: [{}, { label: "rx", stroke: "#4a6fa5", width: 2 },
+				{ label: "tx", stroke: "#2e9e5b", width: 2 },
+				{ label: "dropped", stroke: "#c8372d", width: 2 }],
+		}, rateData, box);
+	} else {
+		rateChart.setData(rateData);
+	}
+}
+
+const histCharts = {};
+
+function updateHists(s) {
+	const box = $("#hists");
+	for (const c of s.chains) {
+		const xs = c.hist.map((b) => b[0]);
+		const ys = c.hist.map((b) => b[1]);
+		const data = xs.length ? [xs, ys] : [[1], [0]];
+		let h = histCharts[c.name];
+		if (!h) {
+			const wrap = el("div", { class: "hist", "data-chain": c.name });
+			box.append(wrap);
+			h = histCharts[c.name] = new uPlot({
+				title: `${c.name}: packets by rx-to-tx latency`,
+				width: Math.max(360, Math.floor(box.clientWidth / 2) - 12), height: 200,
+				scales: { x: { time: false, distr: 3 }, y: { range: (u, lo, hi) => [0, Math.max(1, hi)] } },
+				axes: [{ label: "latency (\u00b5s, bucket upper edge)" }, { label: "packets", values: (u, v) => v.map((x) => fmt(x)) }],
+				series: [{ label: "\u00b5s" }, { label: "packets", stroke: "#d07a2a", fill: "rgba(208,122,42,0.35)", paths: uPlot.paths.bars({ size: [0.9, 12] }) }],
+				legend: { live: false },
+			}, data, wrap);
+		} else {
+			h.setData(data);
+		}
+	}
+}
+
+// ------------------------------------------------------------------ tables
+
+function fillTable(sel, rows) {
+	const body = $(sel + " tbody");
+	body.replaceChildren(...rows);
+}
+
+function tr(cells, attrs = {}) {
+	const row = el("tr", attrs);
+	for (const c of cells) {
+		if (c instanceof Node) row.append(el("td", {}, c));
+		else if (typeof c === "object") row.append(el("td", { class: c.num ? "num" : "", text: c.text }));
+		else row.append(el("td", { text: String(c) }));
+	}
+	return row;
+}
+const num = (text) => ({ num: true, text });
+
+function renderTables(s) {
+	const all = $("#drops-all").checked;
+	fillTable("#drops", s.drops.filter((d) => all || d.pkts > 0).map((d) =>
+		tr([d.cause, d.what, num(int(d.pkts)), num(fmt(d.pps))], { class: d.pkts > 0 ? "nonzero" : "", "data-cause": d.cause })));
+	fillTable("#chains", s.chains.map((c) =>
+		tr([c.name, c.hops.join(" \u2192 "), num(fmt(c.rx_pps)), num(fmt(c.tx_pps)), num(fmt(c.p50_us, 1)), num(fmt(c.p99_us, 1)), num(fmt(c.p999_us, 1))], { "data-chain": c.name })));
+	fillTable("#services", s.services.map((v) =>
+		tr([v.name, stateChips(v.states), num(fmt(v.rx_pps)), num(fmt(v.tx_pps)), num(fmt(v.wakes_ps))], { "data-service": v.name })));
+	fillTable("#ports", s.ports.map((p) =>
+		tr([p.name, num(fmt(p.rx_pps)), num(fmt(p.tx_pps)), num(int(p.rx_pkts)), num(int(p.tx_pkts)), num(int(p.rx_missed))], { "data-port": p.name })));
+	fillTable("#pools", s.pools.map((p) =>
+		tr([p.name, num(int(p.size)), num(int(p.started)), num(int(p.idle)), num(int(p.assigned)), num(int(p.empty))])));
+	const f = s.flows || {};
+	$("#flows").textContent = `flows: ${int(f.flows_active)} active, ${int(f.flows_created)} created, ${int(f.flows_closed)} closed, ${int(f.flows_idle_expired)} expired`;
+	const sel = $("#nf-service");
+	const have = new Set([...sel.options].map((o) => o.value));
+	for (const v of s.services) if (!have.has(v.name)) sel.append(el("option", { value: v.name, text: v.name }));
+}
+
+function renderEvents(events) {
+	const list = $("#events");
+	list.replaceChildren(...events.slice().reverse().map((e) => {
+		const t = new Date(e.time * 1000).toLocaleTimeString("en-GB");
+		const down = e.kind === "manager" && e.what.startsWith("manager down");
+		return el("li", { class: "ev-" + e.kind + (down ? " ev-manager-down" : ""), "data-kind": e.kind },
+			el("span", { class: "muted", text: t + " " }), el("span", { class: "ev-kind", text: e.kind }), e.what);
+	}));
+}
+
+// --------------------------------------------------------------------- NFs
+
+const nfView = { page: 0, per_page: 50, pending: false };
+
+async function loadNfs() {
+	if (nfView.pending) return;
+	nfView.pending = true;
+	const q = new URLSearchParams({
+		q: $("#nf-search").value, service: $("#nf-service").value, state: $("#nf-state").value,
+		sort: $("#nf-sort").value, page: nfView.page, per_page: nfView.per_page,
+	});
+	try {
+		const r = await (await fetch("/api/nfs?" + q)).json();
+		const pages = Math.max(1, Math.ceil(r.total / nfView.per_page));
+		if (nfView.page >= pages) nfView.page = pages - 1;
+		$("#nf-page").textContent = ` page ${r.page + 1} of ${pages} `;
+		$("#nf-count").textContent = `${int(r.total)} match`;
+		fillTable("#nfs", r.rows.map((n) => tr([num(int(n.id)), n.name, num(int(n.pid)),
+			el("span", { class: "state state-" + n.state, text: n.state }), n.mode,
+			num(fmt(n.rx_pps)), num(int(n.rx_pkts)), num(fmt(n.wakes_ps)), num(int(n.ring)), num(int(n.restarts))],
+		{ "data-nf": n.name, "data-state": n.state, "data-pid": String(n.pid) })));
+	} finally {
+		nfView.pending = false;
+	}
+}
+
+for (const id of ["#nf-search", "#nf-service", "#nf-state", "#nf-sort"]) {
+	$(id).addEventListener("input", () => { nfView.page = 0; loadNfs(); });
+}
+$("#nf-prev").addEventListener("click", () => { nfView.page = Math.max(0, nfView.page - 1); loadNfs(); });
+$("#nf-next").addEventListener("click", () => { nfView.page += 1; loadNfs(); });
+
+// ------------------------------------------------------------------ stream
+
+let last = null;
+
+function render(s) {
+	last = s;
+	const badge = $("#status");
+	badge.className = "badge " + (s.up ? "up" : "down");
+	badge.textContent = s.up ? "up" : "down";
+	badge.dataset.up = s.up ? "1" : "0";
+	$("#manager").textContent = s.up ? `manager pid ${s.pid}, poll ${(s.poll_s * 1000).toFixed(0)} ms` : s.error;
+	renderEvents(s.events);
+	if (!s.up || !s.totals) return;
+	const t = s.totals;
+	setValue("tile-rx-pps", t.rx_pps, fmt(t.rx_pps));
+	setValue("tile-tx-pps", t.tx_pps, fmt(t.tx_pps));
+	setValue("tile-drop-pps", t.drop_pps, fmt(t.drop_pps));
+	setValue("tile-nfs", t.nfs_live, `${int(t.nfs_live)} / ${int(t.nfs_total)}`);
+	setValue("tile-mbufs", t.mbufs_in_use, `${int(t.mbufs_in_use)} / ${int(t.mbufs_total)}`);
+	setValue("tile-flows", (s.flows || {}).flows_active || 0, int((s.flows || {}).flows_active || 0));
+	renderTopology(s);
+	renderTables(s);
+	updateRates(s);
+	updateHists(s);
+	loadNfs();
+	document.body.dataset.seq = String(s.seq);
+}
+
+$("#drops-all").addEventListener("change", () => last && renderTables(last));
+
+function connect() {
+	const es = new EventSource("/api/stream");
+	es.addEventListener("summary", (e) => render(JSON.parse(e.data)));
+	es.onerror = () => {
+		const badge = $("#status");
+		badge.className = "badge down";
+		badge.textContent = "no exporter";
+	};
+}
+connect();

@@ -1,0 +1,424 @@
+"""squallctl serve as Prometheus sees it: Debian's prometheus scrapes the
+exporter while a chain carries generator traffic, and its query API agrees
+with the manager's own counters; promtool accepts the exposition; the
+exporter reports a manager that went away and reconnects when it is back."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import REPO, Manager
+from squall.api import by_name
+from squall.telemetry import TelemetryError
+
+PROMETHEUS = shutil.which("prometheus")
+PROMTOOL = shutil.which("promtool")
+SCRAPE_S = 1
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def http_get(url: str, timeout_s: float = 10.0) -> bytes:
+    with urllib.request.urlopen(url, timeout=timeout_s) as r:
+        return bytes(r.read())
+
+
+def wait_until(pred: Any, timeout_s: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = pred()
+            if last:
+                return last
+        except OSError as e:
+            last = e
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what} (last: {last!r})")
+
+
+def metric_value(text: str, name: str, labels: str = "") -> float | None:
+    """The value of one sample line `name{labels} value` in an exposition, if there."""
+    want = f"{name}{{{labels}}}" if labels else name
+    for line in text.splitlines():
+        if line.startswith(want + " "):
+            return float(line.split()[-1])
+    return None
+
+
+class Exporter:
+    """squallctl serve as a user starts it, on a free loopback port."""
+
+    def __init__(self, name: str, workdir: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = workdir / "serve.log"
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "squall.ctl",
+                    "--name",
+                    name,
+                    "serve",
+                    "--listen",
+                    f"127.0.0.1:{self.port}",
+                    "--interval",
+                    "0.5",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                # This tree's squall package, not the one the venv has installed.
+                env={**os.environ, "PYTHONPATH": str(REPO / "python")},
+            )
+        wait_until(lambda: b"squall_up" in http_get(self.url + "/metrics"), 20, "the exporter")
+
+    def metrics(self) -> str:
+        return http_get(self.url + "/metrics").decode()
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture
+def exporter(mgr: Manager) -> Iterator[Exporter]:
+    ex = Exporter(mgr.name, mgr.workdir)
+    yield ex
+    ex.stop()
+
+
+def chain_config(mgr: Manager) -> dict[str, Any]:
+    cfg = mgr.config(
+        ports=[
+            {"name": "gen", "devargs": "net_null0,no-rx=1"},
+            {"name": "out", "devargs": "net_null1,no-rx=1"},
+        ],
+        services=[
+            {"name": "mon", "exec": "squall-nf-monitor"},
+            {"name": "fwd", "exec": "squall-nf-fwd", "instances": 2},
+        ],
+        chains=[{"name": "web-chain", "services": ["mon", "fwd"]}],
+        rules=[{"in_port": "gen", "chain": "web-chain", "out_port": "out"}],
+    )
+    cfg["generator"] = {"port": "gen", "rate_pps": 0, "sizes": [64], "flows": 16}
+    return cfg
+
+
+class Prometheus:
+    """Debian's prometheus on a free loopback port, scraping one target every second."""
+
+    def __init__(self, target: str, workdir: Path) -> None:
+        assert PROMETHEUS is not None
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        conf = workdir / "prometheus.yml"
+        # honor_labels: the exporter's own "instance" label (an NF instance)
+        # stays; without it Prometheus renames it exported_instance.
+        conf.write_text(
+            f"global: {{scrape_interval: {SCRAPE_S}s, evaluation_interval: {SCRAPE_S}s}}\n"
+            "scrape_configs:\n"
+            "  - job_name: squall\n"
+            "    honor_labels: true\n"
+            f"    static_configs: [{{targets: ['{target}']}}]\n"
+        )
+        self.log = workdir / "prometheus.log"
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(
+                [
+                    PROMETHEUS,
+                    f"--config.file={conf}",
+                    f"--storage.tsdb.path={workdir / 'tsdb'}",
+                    f"--web.listen-address=127.0.0.1:{self.port}",
+                    "--storage.tsdb.retention.time=1h",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        wait_until(lambda: http_get(self.url + "/-/ready").startswith(b"Prometheus"), 30, "ready")
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        q = urllib.parse.urlencode({"query": expr})
+        reply = json.loads(http_get(f"{self.url}/api/v1/query?{q}"))
+        assert reply["status"] == "success", reply
+        return list(reply["data"]["result"])
+
+    def value(self, expr: str) -> float | None:
+        res = self.query(expr)
+        return float(res[0]["value"][1]) if res else None
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def check_grafana_dashboard(prom: Prometheus, exposition: str) -> None:
+    """Every query of docs/grafana's dashboard parses in Prometheus and names
+    only metrics the exporter has."""
+    dash = json.loads((REPO / "docs" / "grafana" / "squall-dashboard.json").read_text())
+    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    assert len(exprs) >= 20, exprs
+    for expr in exprs:
+        concrete = expr.replace("$__rate_interval", "5s")
+        for var in ("$job", "$chain", "$service"):
+            concrete = concrete.replace(var, ".*")
+        prom.query(concrete)  # asserts status success: the query parses
+        for name in re.findall(r"\bsquall_[a-z0-9_]+", expr):
+            base = re.sub(r"_(bucket|count|sum)$", "", name)
+            assert f"# TYPE {base} " in exposition, f"dashboard uses {name}, not exported"
+
+
+@pytest.mark.skipif(PROMETHEUS is None or PROMTOOL is None, reason="prometheus not installed")
+def test_prometheus_scrapes_rates_and_counters(mgr: Manager, exporter: Exporter) -> None:
+    cfg = chain_config(mgr)
+    mgr.start(cfg)
+    prom = Prometheus(f"127.0.0.1:{exporter.port}", mgr.workdir)
+    try:
+        wait_until(lambda: prom.value("squall_up") == 1, 30, "prometheus sees squall_up 1")
+        rate = 4000
+        assert mgr.query(f"/squall/gen_rate,{rate}")["rate_pps"] == rate
+        # rate() over 5 s of a steady 4,000 pps: within 25% (scrape jitter).
+        expr = 'rate(squall_chain_transmitted_packets_total{chain="web-chain"}[5s])'
+
+        def steady() -> bool:
+            v = prom.value(expr)
+            return v is not None and abs(v - rate) < rate * 0.25
+
+        wait_until(steady, 40, f"{expr} near {rate}")
+        port_rate = prom.value('rate(squall_port_transmitted_packets_total{port="out"}[5s])')
+        assert port_rate is not None and abs(port_rate - rate) < rate * 0.25, port_rate
+        sent = mgr.gen_send(0)
+        mgr.wait_accounted(sent)
+        st = mgr.stats()
+        chains = mgr.chains()
+        nfs = mgr.nfs()
+        # After traffic stops, Prometheus's latest samples equal the manager's counters.
+        checks = {
+            "squall_received_packets_total": st["rx_pkts"],
+            "squall_transmitted_packets_total": st["tx_pkts"],
+            'squall_chain_transmitted_packets_total{chain="web-chain"}': chains["web-chain"][
+                "tx_pkts"
+            ],
+            'squall_port_received_packets_total{port="gen"}': mgr.ports()["gen"]["rx_pkts"],
+            'squall_nf_received_packets_total{service="mon",instance="0"}': nfs["mon#0"]["rx_pkts"],
+            'squall_service_received_packets_total{service="fwd"}': sum(
+                nf["rx_pkts"] for k, nf in nfs.items() if k.startswith("fwd#")
+            ),
+            'squall_chain_latency_seconds_count{chain="web-chain"}': chains["web-chain"][
+                "lat_count"
+            ],
+            'squall_dropped_packets_total{cause="no_rule"}': st["drops"]["no_rule"],
+        }
+        for expr, want in checks.items():
+            wait_until(lambda e=expr, w=want: prom.value(e) == w, 15, f"{expr} == {want}")
+        # The histogram's quantile agrees with the manager's p99 within one
+        # 1-2-5 bucket step (the manager's buckets are finer).
+        p99 = prom.value(
+            'histogram_quantile(0.99, squall_chain_latency_seconds_bucket{chain="web-chain"})'
+        )
+        want_p99 = chains["web-chain"]["lat_p99_ns"] / 1e9
+        assert p99 is not None and want_p99 / 2.6 <= p99 <= want_p99 * 2.6, (p99, want_p99)
+        # Every NF has a series with its labels, and fwd's two instances are up.
+        up = prom.query('squall_nf_up{service="fwd"}')
+        assert sorted(r["metric"]["instance"] for r in up) == ["0", "1"], up
+        assert all(r["value"][1] == "1" for r in up), up
+        check_grafana_dashboard(prom, exporter.metrics())
+    finally:
+        prom.stop()
+    # promtool's linter accepts the exposition (naming, units, types, help).
+    text = exporter.metrics()
+    r = subprocess.run(
+        [str(PROMTOOL), "check", "metrics"], input=text, capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    mgr.finish()
+
+
+def test_exporter_reports_a_restarted_manager(mgr: Manager, exporter: Exporter) -> None:
+    cfg = chain_config(mgr)
+    mgr.start(cfg)
+    wait_until(lambda: metric_value(exporter.metrics(), "squall_nfs_live") == 3, 20, "3 NFs live")
+    text = exporter.metrics()
+    assert metric_value(text, "squall_up") == 1
+    first_pid = mgr.proc.pid if mgr.proc else 0
+    assert metric_value(text, "squall_manager_info", f'pid="{first_pid}"') == 1
+    mgr.finish()
+    wait_until(lambda: metric_value(exporter.metrics(), "squall_up") == 0, 20, "squall_up 0")
+    mgr.start(cfg)
+    second_pid = mgr.proc.pid if mgr.proc else 0
+    assert second_pid != first_pid
+    wait_until(
+        lambda: f'squall_manager_info{{pid="{second_pid}"}} 1.0' in exporter.metrics(),
+        30,
+        "the exporter reconnected to the new manager",
+    )
+    text = exporter.metrics()
+    assert metric_value(text, "squall_up") == 1
+    assert (metric_value(text, "squall_exporter_poll_errors_total") or 0) >= 1
+    events = json.loads(http_get(exporter.url + "/api/events"))
+    kinds = [e["what"].split(":")[0] for e in events if e["kind"] == "manager"]
+    assert kinds == ["manager up", "manager down", "manager up"], events
+    mgr.finish()
+
+
+def test_latency_buckets_add_up(mgr: Manager) -> None:
+    """/squall/latency returns the chain's raw buckets; they sum to its count."""
+    cfg = chain_config(mgr)
+    cfg["generator"]["rate_pps"] = 20000
+    mgr.start(cfg)
+    sent = mgr.gen_send(2000)
+    mgr.wait_accounted(sent)
+    lat = mgr.query("/squall/latency,web-chain")
+    assert lat["chain"] == "web-chain"
+    assert sum(lat["counts"]) == lat["count"] == mgr.chains()["web-chain"]["lat_count"] > 0
+    assert lat["counts"][0] > 0, "the page starts at the first non-empty bucket"
+    to_nf = mgr.query("/squall/latency,0,to_nf")
+    assert sum(to_nf["counts"]) == to_nf["count"] > 0
+    with pytest.raises(TelemetryError, match="no such chain"):
+        mgr.query("/squall/latency,nope")
+    rules = mgr.query("/squall/rules")
+    assert rules["r0"]["chain"] == "web-chain" and rules["r0"]["out_port"] == "out", rules
+    mgr.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([os.path.abspath(__file__), "-q"]))
+
+
+def _snap(nfs: dict[str, dict[str, Any]], pid: int = 1, **kw: Any) -> Any:
+    from squall.exporter import Snapshot
+
+    base: dict[str, Any] = dict(
+        time=time.time(),
+        pid=pid,
+        stats={},
+        ports={},
+        chains={},
+        nfs=nfs,
+        flows={},
+        pools={},
+        drop_causes={},
+        rules=[],
+        latency={},
+        to_nf={},
+        control=None,
+    )
+    base.update(kw)
+    return Snapshot(**base)
+
+
+def test_events_and_states_from_snapshots() -> None:
+    """What the event log and the "blocked" state make of two snapshots (no manager)."""
+    from squall.exporter import diff_events, shown_state
+
+    def nf(inst: int, pid: int, state: str = "asleep", **kw: Any) -> dict[str, Any]:
+        return {
+            "service": "s",
+            "instance": inst,
+            "pid": pid,
+            "state": state,
+            "wake_policy": "min",
+            "wake_thresh_pkts": 1,
+            "wake_timeout_us": 100,
+            **kw,
+        }
+
+    a = _snap(
+        {"s#0": nf(0, 10), "s#1": nf(1, 11), "s#2": nf(2, 12, "dead")},
+        pools={"s": {"pooled": 1, "started": 3}},
+        control={"applies": 1},
+    )
+    b = _snap(
+        {
+            "s#0": nf(0, 20, restarts=1),  # a new pid: restarted
+            "s#1": nf(1, 11, "dead", exit_reason="signal 9"),
+            "s#2": nf(2, 13),  # dead -> live with a new pid: restarted
+            "s#3": nf(3, 14),  # new
+        },
+        pools={"s": {"pooled": 1, "started": 4}},
+        control={"applies": 2},
+    )
+    b.nfs["s#0"]["wake_policy"] = "adaptive"
+    first = diff_events(None, a)
+    assert [e.kind for e in first] == ["manager"], first
+    got = sorted((e.kind, e.what) for e in diff_events(a, b))
+    kinds = [k for k, _ in got]
+    assert kinds.count("restart") == 2, got
+    assert ("restart", "s#0 restarted: pid 10 -> 20") in got, got
+    assert any(k == "exit" and "s#1 dead" in w and "signal 9" in w for k, w in got), got
+    assert [w for k, w in got if k == "start"] == ["s#3 started (pid 14)"], got
+    assert any(k == "scale" and "3 -> 4" in w for k, w in got), got
+    assert any(k == "config" and "adaptive" in w for k, w in got), got
+    assert any(k == "config" and "applies 1 -> 2" in w for k, w in got), got
+    # A new manager pid: one "manager up", no per-NF noise.
+    assert [e.kind for e in diff_events(a, _snap(a.nfs, pid=2))] == ["manager"]
+    old = nf(0, 10, "awake", tx_full_spins=5, ring_full_drops=0)
+    assert shown_state(nf(0, 10, "awake", tx_full_spins=9), old) == "blocked"
+    assert shown_state(nf(0, 10, "asleep", tx_full_spins=5), old) == "asleep"
+    assert shown_state(nf(0, 10, "dead", ring_full_drops=3), old) == "dead"
+
+
+@pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed")
+def test_per_flow_pools_and_flows_are_exported(mgr: Manager, exporter: Exporter) -> None:
+    """A per-flow service: its pool, the flow table and flow setup time are
+    metrics that agree with telemetry, and promtool accepts them too."""
+    cfg = mgr.config(
+        ports=[
+            {"name": "gen", "devargs": "net_null0,no-rx=1"},
+            {"name": "out", "devargs": "net_null1,no-rx=1"},
+        ],
+        services=[{"name": "s", "exec": "squall-nf-sig", "instances": 4}],
+        chains=[{"name": "c", "services": ["s"]}],
+        rules=[{"in_port": "gen", "chain": "c", "out_port": "out", "assign": "per-flow"}],
+    )
+    cfg["generator"] = {"port": "gen", "rate_pps": 5000, "flows": 2, "tcp_flow_pkts": 10000}
+    mgr.start(cfg)
+    mgr.wait_for(lambda: mgr.query("/squall/flows")["flows_created"] == 2, 30, "2 flows")
+    sent = mgr.gen_send(0)
+    mgr.wait_accounted(sent)
+    flows, pool = mgr.query("/squall/flows"), by_name(mgr.query("/squall/pools"))["s"]
+
+    def agrees() -> bool:
+        text = exporter.metrics()
+        return (
+            metric_value(text, "squall_flows_created_total") == flows["flows_created"]
+            and metric_value(text, "squall_pool_assigned_total", 'service="s"') == pool["assigned"]
+            and metric_value(text, "squall_pool_size_nfs", 'service="s"') == pool["size"]
+            and metric_value(text, "squall_flow_setup_p99_seconds") == flows["setup_ns_p99"] / 1e9
+        )
+
+    wait_until(agrees, 15, "flow and pool metrics equal to telemetry")
+    r = subprocess.run(
+        [str(PROMTOOL), "check", "metrics"],
+        input=exporter.metrics(),
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    mgr.finish(live_mbufs=False)
