@@ -99,6 +99,8 @@ struct ct_key {
 	uint8_t pad; /* 0: keys are compared with memcmp() */
 };
 
+_Static_assert(sizeof(struct ct_key) == 40, "no padding: keys are hashed and compared whole");
+
 /** What the state machine needs of a packet (ct_parse() in the NF fills it). */
 struct ct_pkt {
 	struct ct_key key;
@@ -193,10 +195,16 @@ ct_table_clear(struct ct_table *t)
 	t->n_used = 0;
 }
 
+/* Hashed as words copied out: reading the key through a uint32_t pointer
+ * would break strict aliasing (at -O3 the hash of a key just written field
+ * by field read stale values, and replies were not found). */
 static inline uint32_t
 ct_key_hash(const struct ct_key *k)
 {
-	return rte_jhash_32b((const uint32_t *)k, sizeof(*k) / 4, 0x5157a11);
+	uint32_t w[sizeof(*k) / 4];
+
+	memcpy(w, k, sizeof(w));
+	return rte_jhash_32b(w, sizeof(w) / 4, 0x5157a11);
 }
 
 static inline void
