@@ -303,43 +303,29 @@ nat_insert(struct nat *n, const struct ct_key *key, const struct ct_key *xlat, u
 }
 
 /**
- * Find or create the translation of @p p (parsed by ct_parse(), IPv4).
- * @return a nat_result; with NAT_XLATED, *xlat is the packet's new tuple.
+ * Create the translation of @p p, which opens a connection: DNAT to
+ * @p to_addr:@p to_port (host order) if @p dnat, SNAT if the rules say so.
+ * @return NAT_XLATED_NEW with *xlat the packet's new tuple, NAT_UNTOUCHED
+ *   (nothing to translate), NAT_TABLE_FULL or NAT_NO_PORT.
  */
 static inline enum nat_result
-nat_translate(struct nat *n, const struct ct_pkt *p, uint64_t now_ms, struct ct_key *xlat)
+nat_create(struct nat *n, const struct ct_pkt *p, bool dnat, uint32_t to_addr, uint16_t to_port,
+	   uint64_t now_ms, struct ct_key *xlat)
 {
-	struct ct_key orig_x, reply_key, reply_x;
-	const struct nat_dnat *d = NULL;
+	struct ct_key orig_x = p->key, reply_key, reply_x;
 	bool snat = false;
-	unsigned int r;
-	int64_t i;
 	int port, pi;
 
-	i = nat_lookup(n, &p->key, now_ms);
-	if (i >= 0) {
-		nat_touch(n, (uint32_t)i, p, now_ms);
-		*xlat = n->slot[i].xlat;
-		return NAT_XLATED;
-	}
-	if (!ct_can_open(p))
-		return NAT_NOT_OPENING;
-	orig_x = p->key;
-	for (r = 0; r < n->n_dnat; r++) {
-		if (n->dnat[r].proto == p->key.proto && n->dnat[r].addr == nat_v4(p->key.dst) &&
-		    n->dnat[r].port == p->key.dport) {
-			d = &n->dnat[r];
-			nat_set_v4(orig_x.dst, d->to_addr);
-			orig_x.dport = d->to_port;
-			break;
-		}
+	if (dnat) {
+		nat_set_v4(orig_x.dst, to_addr);
+		orig_x.dport = to_port;
 	}
 	pi = nat_proto_idx(p->key.proto);
 	if (n->has_snat && pi >= 0 && (nat_v4(p->key.src) & n->snat.src_mask) == n->snat.src) {
 		snat = true;
 		nat_set_v4(orig_x.src, n->snat.to_addr);
 	}
-	if (d == NULL && !snat)
+	if (!dnat && !snat)
 		return NAT_UNTOUCHED;
 	if (n->n_used + 2 > n->max_used)
 		return NAT_TABLE_FULL;
@@ -359,6 +345,47 @@ nat_translate(struct nat *n, const struct ct_pkt *p, uint64_t now_ms, struct ct_
 	nat_insert(n, &reply_key, &reply_x, CT_REPLY, snat, now_ms);
 	*xlat = orig_x;
 	return NAT_XLATED_NEW;
+}
+
+/** The translation of a known connection's packet: @return NAT_XLATED with
+ * *xlat set, NAT_NOT_OPENING if @p p cannot open a connection, or -1 (a new
+ * connection: decide, then nat_create()). */
+static inline int
+nat_find(struct nat *n, const struct ct_pkt *p, uint64_t now_ms, struct ct_key *xlat)
+{
+	int64_t i = nat_lookup(n, &p->key, now_ms);
+
+	if (i >= 0) {
+		nat_touch(n, (uint32_t)i, p, now_ms);
+		*xlat = n->slot[i].xlat;
+		return NAT_XLATED;
+	}
+	return ct_can_open(p) ? -1 : NAT_NOT_OPENING;
+}
+
+/**
+ * Find or create the translation of @p p (parsed by ct_parse(), IPv4) by
+ * the SNAT and DNAT rules.
+ * @return a nat_result; with NAT_XLATED(_NEW), *xlat is the packet's new tuple.
+ */
+static inline enum nat_result
+nat_translate(struct nat *n, const struct ct_pkt *p, uint64_t now_ms, struct ct_key *xlat)
+{
+	const struct nat_dnat *d = NULL;
+	unsigned int r;
+	int ret = nat_find(n, p, now_ms, xlat);
+
+	if (ret >= 0)
+		return (enum nat_result)ret;
+	for (r = 0; r < n->n_dnat; r++) {
+		if (n->dnat[r].proto == p->key.proto && n->dnat[r].addr == nat_v4(p->key.dst) &&
+		    n->dnat[r].port == p->key.dport) {
+			d = &n->dnat[r];
+			break;
+		}
+	}
+	return nat_create(n, p, d != NULL, d != NULL ? d->to_addr : 0, d != NULL ? d->to_port : 0,
+			  now_ms, xlat);
 }
 
 /* ------------------------------------------------------------------ rewrite */
