@@ -115,8 +115,8 @@ lb_one(struct lb *lb, struct rte_mbuf *pkt, uint64_t now_ms, uint64_t *b_ctr, ui
 			return SQ_NEXT;
 		}
 		b = maglev_pick(&lb->maglev, ct_key_hash(&p.key));
-		ret = nat_create(&lb->conns, &p, true, lb->backend_addr[b], lb->backend_port[b],
-				 now_ms, &x);
+		ret = nat_create(&lb->conns, &p, sq_pkt_meta(pkt)->in_port, true,
+				 lb->backend_addr[b], lb->backend_port[b], now_ms, &x);
 		if (ret != NAT_XLATED_NEW) {
 			(*drop)++;
 			return SQ_DROP;

@@ -42,9 +42,13 @@ static const char *const counter_names[C_MAX] = {
 	"new_conns", "translated", "untouched", "drop_no_port", "drop_table_full", "drop_bad_hdr",
 };
 
+#define MAX_PORTS 16 /* the region's port_names[] */
+
 struct nat_nf {
 	struct sq_nf *nf;
 	struct nat nat;
+	uint16_t port_zone[MAX_PORTS]; /* --zone-by-port */
+	bool return_by_in_port;
 	int ctr[C_MAX];
 	uint64_t tsc_per_ms;
 };
@@ -66,6 +70,11 @@ usage(FILE *f)
 		"\n"
 		"  --snat PREFIX=ADDR[:LO-HI]   e.g. 10.0.0.0/24=192.0.2.1:20000-29999\n"
 		"  --dnat PROTO:ADDR:PORT=ADDR:PORT  e.g. tcp:192.0.2.1:80=10.0.0.5:8080\n"
+		"  --zone-by-port PORT=ZONE     packets arriving on PORT (name or index) are in\n"
+		"                               ZONE (1-65535): tenants with the same addresses\n"
+		"                               get separate mappings (the outside has no zone)\n"
+		"  --return-by-in-port          send replies out of the port their connection\n"
+		"                               came in on (a tenant edge), not along the chain\n"
 		"  --ports-per-instance N       instance i uses the i-th N ports of LO-HI\n"
 		"                               (several instances must not share ports)\n"
 		"  --table-size N               entry slots, a power of 2 (default 65536; two\n"
@@ -188,7 +197,10 @@ nat_one(struct nat_nf *nn, struct rte_mbuf *pkt, uint64_t now_ms, uint64_t *ctr)
 	struct ct_pkt p;
 	int ret;
 
-	ret = ct_parse(frame, rte_pktmbuf_data_len(pkt), 0, &p, &h);
+	uint16_t in_port = sq_pkt_meta(pkt)->in_port;
+
+	ret = ct_parse(frame, rte_pktmbuf_data_len(pkt),
+		       in_port < MAX_PORTS ? nn->port_zone[in_port] : 0, &p, &h);
 	if (unlikely(ret != 0)) {
 		if (ret == CT_PARSE_NOT_IP) {
 			ctr[C_UNTOUCHED]++;
@@ -201,7 +213,7 @@ nat_one(struct nat_nf *nn, struct rte_mbuf *pkt, uint64_t now_ms, uint64_t *ctr)
 		ctr[C_UNTOUCHED]++;
 		return SQ_NEXT;
 	}
-	switch (nat_translate(&nn->nat, &p, now_ms, &x)) {
+	switch (nat_translate(&nn->nat, &p, in_port, now_ms, &x)) {
 	case NAT_XLATED_NEW: ctr[C_NEW_CONNS]++; /* fall through */
 	case NAT_XLATED: break;
 	case NAT_NO_PORT: ctr[C_NO_PORT]++; return SQ_DROP;
@@ -214,6 +226,8 @@ nat_one(struct nat_nf *nn, struct rte_mbuf *pkt, uint64_t now_ms, uint64_t *ctr)
 	} else {
 		ctr[C_UNTOUCHED]++;
 	}
+	if (nn->return_by_in_port && nn->nat.last_dir == CT_REPLY)
+		return sq_out(nn->nat.last_in_port);
 	return SQ_NEXT;
 }
 
@@ -241,11 +255,19 @@ main(int argc, char **argv)
 		{"snat", required_argument, NULL, 's'},
 		{"dnat", required_argument, NULL, 'd'},
 		{"ports-per-instance", required_argument, NULL, 'p'},
+		{"zone-by-port", required_argument, NULL, 'z'},
+		{"return-by-in-port", no_argument, NULL, 'r'},
 		{"table-size", required_argument, NULL, 't'},
 		NF_OPT_COMMON_LONGOPTS,
 		{NULL, 0, NULL, 0},
 	};
 	static struct nat_nf nn;
+	static char zone_port[MAX_PORTS][SQ_NAME_LEN];
+	uint16_t zone_val[MAX_PORTS];
+	unsigned int n_zones = 0, i;
+	struct sq_region_hdr *region;
+	const char *eq;
+	uint64_t zone, idx;
 	uint64_t slots = 65536, per_instance = 0, lo;
 	struct sq_nf *nf;
 	int opt, ret, c;
@@ -271,6 +293,23 @@ main(int argc, char **argv)
 				       &per_instance) < 0)
 				return NF_EXIT_USAGE;
 			break;
+		case 'r': nn.return_by_in_port = true; break;
+		case 'z':
+			eq = strchr(optarg, '=');
+			if (eq == NULL || eq == optarg || (size_t)(eq - optarg) >= SQ_NAME_LEN ||
+			    n_zones >= MAX_PORTS) {
+				fprintf(stderr,
+					NF_NAME
+					": --zone-by-port: expected PORT=ZONE, got \"%s\"\n",
+					optarg);
+				return NF_EXIT_USAGE;
+			}
+			if (nf_opt_u64(NF_NAME, "zone-by-port", eq + 1, 1, UINT16_MAX, &zone) < 0)
+				return NF_EXIT_USAGE;
+			memcpy(zone_port[n_zones], optarg, (size_t)(eq - optarg));
+			zone_port[n_zones][eq - optarg] = '\0';
+			zone_val[n_zones++] = (uint16_t)zone;
+			break;
 		case 't':
 			if (nf_opt_u64(NF_NAME, "table-size", optarg, 4, 1u << 26, &slots) < 0)
 				return NF_EXIT_USAGE;
@@ -292,6 +331,17 @@ main(int argc, char **argv)
 	if (ret != 0)
 		return ret;
 	nn.nf = nf;
+	region = sq_nf_region(nf);
+	for (i = 0; i < n_zones; i++) {
+		for (idx = 0; idx < region->n_ports; idx++)
+			if (strcmp(region->port_names[idx], zone_port[i]) == 0)
+				break;
+		if (idx == region->n_ports && nf_opt_u64(NF_NAME, "zone-by-port", zone_port[i], 0,
+							 region->n_ports - 1, &idx) < 0)
+			return NF_EXIT_USAGE;
+		if (idx < MAX_PORTS)
+			nn.port_zone[idx] = zone_val[i];
+	}
 	if (per_instance != 0 && nn.nat.has_snat) {
 		lo = nn.nat.snat.port_lo + per_instance * sq_nf_ctl(nf)->instance;
 		if (lo + per_instance - 1 > nn.nat.snat.port_hi) {

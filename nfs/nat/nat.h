@@ -35,9 +35,10 @@ struct nat_entry {
 	struct ct_key xlat; /* what they are rewritten to */
 	uint32_t hash;
 	uint8_t used;
-	uint8_t dir;     /* CT_ORIG or CT_REPLY */
-	uint8_t snat;    /* the connection holds a port of the SNAT pool */
-	uint8_t closing; /* a FIN or RST seen */
+	uint8_t dir;      /* CT_ORIG or CT_REPLY */
+	uint8_t snat;     /* the connection holds a port of the SNAT pool */
+	uint8_t closing;  /* a FIN or RST seen */
+	uint16_t in_port; /* the port the connection's first packet came in on */
 	uint64_t expires_ms;
 };
 
@@ -69,6 +70,11 @@ struct nat {
 	 * (0 TCP, 1 UDP, 2 ICMP); next_port: where the search resumes. */
 	uint64_t *ports_used[3];
 	uint32_t next_port[3];
+	/* After nat_find() or nat_translate() returned NAT_XLATED(_NEW): the
+	 * direction of the packet's entry and the port the connection's first
+	 * packet came in on (a tenant edge sends replies back out of it). */
+	uint8_t last_dir;
+	uint16_t last_in_port;
 };
 
 static inline int
@@ -282,7 +288,7 @@ nat_touch(struct nat *n, uint32_t i, const struct ct_pkt *p, uint64_t now_ms)
 
 static inline int
 nat_insert(struct nat *n, const struct ct_key *key, const struct ct_key *xlat, uint8_t dir,
-	   bool snat, uint64_t now_ms)
+	   bool snat, uint16_t in_port, uint64_t now_ms)
 {
 	uint32_t hash = ct_key_hash(key), i = hash & n->mask;
 	struct nat_entry *e;
@@ -297,20 +303,22 @@ nat_insert(struct nat *n, const struct ct_key *key, const struct ct_key *xlat, u
 	e->used = 1;
 	e->dir = dir;
 	e->snat = snat;
+	e->in_port = in_port;
 	e->expires_ms = now_ms + nat_timeout_ms(e);
 	n->n_used++;
 	return (int)i;
 }
 
 /**
- * Create the translation of @p p, which opens a connection: DNAT to
+ * Create the translation of @p p, which opens a connection and came in on
+ * @p in_port: DNAT to
  * @p to_addr:@p to_port (host order) if @p dnat, SNAT if the rules say so.
  * @return NAT_XLATED_NEW with *xlat the packet's new tuple, NAT_UNTOUCHED
  *   (nothing to translate), NAT_TABLE_FULL or NAT_NO_PORT.
  */
 static inline enum nat_result
-nat_create(struct nat *n, const struct ct_pkt *p, bool dnat, uint32_t to_addr, uint16_t to_port,
-	   uint64_t now_ms, struct ct_key *xlat)
+nat_create(struct nat *n, const struct ct_pkt *p, uint16_t in_port, bool dnat, uint32_t to_addr,
+	   uint16_t to_port, uint64_t now_ms, struct ct_key *xlat)
 {
 	struct ct_key orig_x = p->key, reply_key, reply_x;
 	bool snat = false;
@@ -324,6 +332,9 @@ nat_create(struct nat *n, const struct ct_pkt *p, bool dnat, uint32_t to_addr, u
 	if (n->has_snat && pi >= 0 && (nat_v4(p->key.src) & n->snat.src_mask) == n->snat.src) {
 		snat = true;
 		nat_set_v4(orig_x.src, n->snat.to_addr);
+		/* Outside the NAT there are no zones: tenants with the same
+		 * addresses differ there by their ports only. */
+		orig_x.zone = 0;
 	}
 	if (!dnat && !snat)
 		return NAT_UNTOUCHED;
@@ -341,8 +352,10 @@ nat_create(struct nat *n, const struct ct_pkt *p, bool dnat, uint32_t to_addr, u
 	 * the original one, reversed. */
 	ct_key_reverse(&orig_x, &reply_key);
 	ct_key_reverse(&p->key, &reply_x);
-	nat_insert(n, &p->key, &orig_x, CT_ORIG, snat, now_ms);
-	nat_insert(n, &reply_key, &reply_x, CT_REPLY, snat, now_ms);
+	nat_insert(n, &p->key, &orig_x, CT_ORIG, snat, in_port, now_ms);
+	nat_insert(n, &reply_key, &reply_x, CT_REPLY, snat, in_port, now_ms);
+	n->last_dir = CT_ORIG;
+	n->last_in_port = in_port;
 	*xlat = orig_x;
 	return NAT_XLATED_NEW;
 }
@@ -358,6 +371,8 @@ nat_find(struct nat *n, const struct ct_pkt *p, uint64_t now_ms, struct ct_key *
 	if (i >= 0) {
 		nat_touch(n, (uint32_t)i, p, now_ms);
 		*xlat = n->slot[i].xlat;
+		n->last_dir = n->slot[i].dir;
+		n->last_in_port = n->slot[i].in_port;
 		return NAT_XLATED;
 	}
 	return ct_can_open(p) ? -1 : NAT_NOT_OPENING;
@@ -369,7 +384,8 @@ nat_find(struct nat *n, const struct ct_pkt *p, uint64_t now_ms, struct ct_key *
  * @return a nat_result; with NAT_XLATED(_NEW), *xlat is the packet's new tuple.
  */
 static inline enum nat_result
-nat_translate(struct nat *n, const struct ct_pkt *p, uint64_t now_ms, struct ct_key *xlat)
+nat_translate(struct nat *n, const struct ct_pkt *p, uint16_t in_port, uint64_t now_ms,
+	      struct ct_key *xlat)
 {
 	const struct nat_dnat *d = NULL;
 	unsigned int r;
@@ -384,8 +400,8 @@ nat_translate(struct nat *n, const struct ct_pkt *p, uint64_t now_ms, struct ct_
 			break;
 		}
 	}
-	return nat_create(n, p, d != NULL, d != NULL ? d->to_addr : 0, d != NULL ? d->to_port : 0,
-			  now_ms, xlat);
+	return nat_create(n, p, in_port, d != NULL, d != NULL ? d->to_addr : 0,
+			  d != NULL ? d->to_port : 0, now_ms, xlat);
 }
 
 /* ------------------------------------------------------------------ rewrite */

@@ -107,18 +107,27 @@ cksums_ok(uint8_t *f, uint32_t len)
 }
 
 static enum nat_result
-xlate(struct nat *n, uint8_t *f, uint32_t len, uint64_t now, struct ct_pkt *p)
+xlate_zone(struct nat *n, uint8_t *f, uint32_t len, uint16_t zone, uint64_t now, struct ct_pkt *p,
+	   struct ct_key *out)
 {
 	struct ct_hdrs h;
 	struct ct_key x;
 	enum nat_result r;
 
-	if (ct_parse(f, len, 0, p, &h) != 0)
+	if (ct_parse(f, len, zone, p, &h) != 0)
 		return NAT_NOT_OPENING;
-	r = nat_translate(n, p, now, &x);
+	r = nat_translate(n, p, (uint16_t)(zone + 7), now, &x);
+	if (out != NULL)
+		*out = x;
 	if (r == NAT_XLATED || r == NAT_XLATED_NEW)
 		nat_rewrite(f, &h, p, &x);
 	return r;
+}
+
+static enum nat_result
+xlate(struct nat *n, uint8_t *f, uint32_t len, uint64_t now, struct ct_pkt *p)
+{
+	return xlate_zone(n, f, len, 0, now, p, NULL);
 }
 
 static uint32_t
@@ -240,6 +249,39 @@ test_ports_exhausted_and_freed(void)
 	nat_free(&n);
 }
 
+/* Two tenants with the same addresses in zones 1 and 2: two mappings, and
+ * each reply goes back to its own zone and in-port. */
+static void
+test_zones(void)
+{
+	static struct nat n;
+	uint8_t f[256];
+	struct ct_pkt p;
+	struct ct_key x;
+	uint16_t port1, port2;
+	uint32_t len;
+
+	memset(&n, 0, sizeof(n));
+	n.has_snat = true;
+	n.snat = (struct nat_snat){A(10, 0, 0, 0), 0xffffff00, A(192, 0, 2, 1), 7000, 7999};
+	CHECK(nat_init(&n, 64) == 0);
+	len = frame(f, IPPROTO_UDP, A(10, 0, 0, 1), A(8, 8, 8, 8), 999, 53, 0);
+	CHECK(xlate_zone(&n, f, len, 1, 0, &p, &x) == NAT_XLATED_NEW && x.zone == 0);
+	port1 = rd_port(f, 34);
+	len = frame(f, IPPROTO_UDP, A(10, 0, 0, 1), A(8, 8, 8, 8), 999, 53, 0);
+	CHECK(xlate_zone(&n, f, len, 2, 0, &p, &x) == NAT_XLATED_NEW);
+	port2 = rd_port(f, 34);
+	CHECK(port1 != port2);
+	len = frame(f, IPPROTO_UDP, A(8, 8, 8, 8), A(192, 0, 2, 1), 53, port2, 0);
+	CHECK(xlate_zone(&n, f, len, 0, 0, &p, &x) == NAT_XLATED && x.zone == 2);
+	CHECK(n.last_dir == CT_REPLY && n.last_in_port == 2 + 7);
+	CHECK(rd_addr(f, 30) == A(10, 0, 0, 1) && rd_port(f, 36) == 999);
+	len = frame(f, IPPROTO_UDP, A(8, 8, 8, 8), A(192, 0, 2, 1), 53, port1, 0);
+	CHECK(xlate_zone(&n, f, len, 0, 0, &p, &x) == NAT_XLATED && x.zone == 1);
+	CHECK(n.last_in_port == 1 + 7);
+	nat_free(&n);
+}
+
 static void
 test_csum_fix(void)
 {
@@ -257,6 +299,7 @@ main(void)
 	test_csum_fix();
 	test_snat_dnat_both_ways();
 	test_ports_exhausted_and_freed();
+	test_zones();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed == 0 ? 0 : 1;
 }
