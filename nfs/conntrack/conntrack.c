@@ -39,13 +39,13 @@ enum ct_counter {
 	C_NO_RULE,     /* dropped: new, and no security group rule allows it */
 	C_TABLE_FULL,  /* dropped: new and allowed, but no room to commit it */
 	C_BAD_HDR,     /* dropped: truncated, bad IHL or length, fragment */
-	C_NOT_IP,      /* passed: not IPv4 or IPv6 (ARP...) */
+	C_UNTRACKED,   /* passed: not IP (ARP...), IPv6 neighbour discovery, MLD */
 	C_MAX,
 };
 
 static const char *const counter_names[C_MAX] = {
 	"committed",    "established",     "related",      "drop_invalid",
-	"drop_no_rule", "drop_table_full", "drop_bad_hdr", "not_ip",
+	"drop_no_rule", "drop_table_full", "drop_bad_hdr", "untracked",
 };
 
 struct conntrack {
@@ -77,7 +77,9 @@ usage(FILE *f)
 		"Established and related packets pass; a new connection passes and is\n"
 		"committed if the security groups of its ports allow it; the rest is dropped.\n"
 		"Counters: committed, established, related, drop_invalid, drop_no_rule,\n"
-		"drop_table_full, drop_bad_hdr (truncated, bad IHL, fragments), not_ip (passed).\n"
+		"drop_table_full, drop_bad_hdr (truncated, bad IHL, fragments), untracked "
+		"(passed:\n"
+		"not IP, IPv6 neighbour discovery and MLD).\n"
 		"\n"
 		"  --rules FILE           security groups, one directive a line:\n"
 		"                           allow GROUP in|out [proto=P] [port=N[-M]]\n"
@@ -189,8 +191,8 @@ conntrack_one(struct conntrack *ct, struct rte_mbuf *pkt, uint64_t now_ms, uint6
 	ret = ct_parse(rte_pktmbuf_mtod(pkt, const uint8_t *), rte_pktmbuf_data_len(pkt),
 		       zone_of(ct, m), &p, &h);
 	if (unlikely(ret != 0)) {
-		if (ret == CT_PARSE_NOT_IP) {
-			ctr[C_NOT_IP]++;
+		if (ret == CT_PARSE_NOT_IP || ret == CT_PARSE_UNTRACKED) {
+			ctr[C_UNTRACKED]++;
 			return SQ_NEXT;
 		}
 		ctr[C_BAD_HDR]++;

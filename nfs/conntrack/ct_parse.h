@@ -15,9 +15,10 @@
 #include "ct.h"
 
 /* ct_parse() results besides 0 */
-#define CT_PARSE_NOT_IP   1          /* not IPv4 or IPv6: ARP, LLDP, ... */
-#define CT_PARSE_BAD      (-EINVAL)  /* truncated, bad IHL or length */
-#define CT_PARSE_FRAGMENT (-ENOTSUP) /* a fragment: no reassembly here */
+#define CT_PARSE_NOT_IP    1         /* not IPv4 or IPv6: ARP, LLDP, ... */
+#define CT_PARSE_UNTRACKED 2         /* IPv6 neighbour discovery, MLD: untracked, as in netfilter */
+#define CT_PARSE_BAD       (-EINVAL) /* truncated, bad IHL or length */
+#define CT_PARSE_FRAGMENT  (-ENOTSUP) /* a fragment: no reassembly here */
 
 #define CT_ETH_IPV4 0x0800
 #define CT_ETH_IPV6 0x86dd
@@ -180,7 +181,7 @@ ct_tcp_options(const uint8_t *opt, uint32_t len, struct ct_pkt *p)
 /**
  * Fill @p p (and @p h) from the frame at @p frame, @p len bytes, in zone
  * @p zone.
- * @return 0; CT_PARSE_NOT_IP; CT_PARSE_BAD for a truncated frame, a bad IHL,
+ * @return 0; CT_PARSE_NOT_IP; CT_PARSE_UNTRACKED (IPv6 ND, MLD); CT_PARSE_BAD for a truncated frame, a bad IHL,
  *   an IP length beyond the frame, a truncated TCP/UDP/ICMP header or a
  *   TCP data offset below 5 or beyond the packet; CT_PARSE_FRAGMENT.
  */
@@ -252,6 +253,11 @@ ct_parse(const uint8_t *frame, uint32_t len, uint16_t zone, struct ct_pkt *p, st
 			p->key.sport = p->key.dport = ct_rd16(l4 + 4);
 			return 0;
 		}
+		/* MLD (130-132, 143) and router/neighbour discovery (133-137):
+		 * IPv6 cannot work without them, and they belong to no connection
+		 * (netfilter's icmpv6 tracker leaves them untracked too). */
+		if (v6 && ((l4[0] >= 130 && l4[0] <= 137) || l4[0] == 143))
+			return CT_PARSE_UNTRACKED;
 		if (!p->icmp_error)
 			return 0; /* another type: tracked as a generic protocol */
 		ret = ct_parse_ip(l4 + 8, l4_len - 8, v6, &p->inner, &ioff, &ilen, true);

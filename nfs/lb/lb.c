@@ -96,7 +96,7 @@ lb_one(struct lb *lb, struct rte_mbuf *pkt, uint64_t now_ms, uint64_t *b_ctr, ui
 
 	ret = ct_parse(frame, rte_pktmbuf_data_len(pkt), 0, &p, &h);
 	if (unlikely(ret != 0)) {
-		if (ret == CT_PARSE_NOT_IP) {
+		if (ret == CT_PARSE_NOT_IP || ret == CT_PARSE_UNTRACKED) {
 			(*un)++;
 			return SQ_NEXT;
 		}

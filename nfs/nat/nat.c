@@ -202,7 +202,7 @@ nat_one(struct nat_nf *nn, struct rte_mbuf *pkt, uint64_t now_ms, uint64_t *ctr)
 	ret = ct_parse(frame, rte_pktmbuf_data_len(pkt),
 		       in_port < MAX_PORTS ? nn->port_zone[in_port] : 0, &p, &h);
 	if (unlikely(ret != 0)) {
-		if (ret == CT_PARSE_NOT_IP) {
+		if (ret == CT_PARSE_NOT_IP || ret == CT_PARSE_UNTRACKED) {
 			ctr[C_UNTOUCHED]++;
 			return SQ_NEXT;
 		}

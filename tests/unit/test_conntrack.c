@@ -494,6 +494,17 @@ test_parse(void)
 	CHECK(ct_parse(f, 14 + 40 + 16, 0, &p, &h) == CT_PARSE_FRAGMENT);
 	f[54] = IPPROTO_HOPOPTS; /* hop-by-hop after hop-by-hop... past the end */
 	CHECK(ct_parse(f, 14 + 40 + 16, 0, &p, &h) == CT_PARSE_BAD);
+
+	/* ICMPv6: a neighbour solicitation is untracked, an echo request opens. */
+	f[20] = IPPROTO_ICMPV6;
+	f[19] = 8;
+	f[54] = 135;
+	CHECK(ct_parse(f, 14 + 40 + 8, 0, &p, &h) == CT_PARSE_UNTRACKED);
+	f[54] = 128, f[58] = 0x12, f[59] = 0x34;
+	CHECK(ct_parse(f, 14 + 40 + 8, 0, &p, &h) == 0);
+	CHECK(p.icmp_request && p.key.sport == 0x1234 && ct_can_open(&p));
+	f[20] = IPPROTO_ICMP; /* ICMP (v4) in IPv6 */
+	CHECK(ct_parse(f, 14 + 40 + 8, 0, &p, &h) == CT_PARSE_BAD);
 }
 
 static void
