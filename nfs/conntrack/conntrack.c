@@ -27,6 +27,7 @@
 #include "ct.h"
 #include "ct_parse.h"
 #include "sg.h"
+#include "state_opt.h"
 
 #define NF_NAME     "squall-nf-conntrack"
 #define SWEEP_SLOTS 16 /* table slots checked for expiry per burst */
@@ -252,26 +253,6 @@ conntrack_clean(void *arg)
 	ct_table_clear(&ct->table);
 }
 
-static int
-parse_zone(struct conntrack *ct, const char *s, char (*names)[SG_NAME_LEN], uint16_t *zones,
-	   unsigned int *n)
-{
-	const char *eq = strchr(s, '=');
-	uint64_t zone;
-
-	if (eq == NULL || eq == s || (size_t)(eq - s) >= SG_NAME_LEN || *n >= SG_MAX_PORTS) {
-		fprintf(stderr, NF_NAME ": --zone-by-port: expected PORT=ZONE, got \"%s\"\n", s);
-		return -EINVAL;
-	}
-	if (nf_opt_u64(NF_NAME, "zone-by-port", eq + 1, 1, UINT16_MAX, &zone) < 0)
-		return -EINVAL;
-	memcpy(names[*n], s, (size_t)(eq - s));
-	names[*n][eq - s] = '\0';
-	zones[(*n)++] = (uint16_t)zone;
-	RTE_SET_USED(ct);
-	return 0;
-}
-
 int
 main(int argc, char **argv)
 {
@@ -283,29 +264,21 @@ main(int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	static struct conntrack ct;
-	static char zone_port[SG_MAX_PORTS][SG_NAME_LEN];
-	uint16_t zone_val[SG_MAX_PORTS];
-	unsigned int n_zones = 0, i;
-	struct sq_region_hdr *region;
+	static struct state_opt_zones zones;
 	struct sq_nf *nf;
-	uint64_t slots = 65536, idx;
+	uint64_t slots = 65536;
 	int opt, ret, c;
 
 	while ((opt = getopt_long(argc, argv, NF_OPT_SHORT, longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'f': ct.rules_path = optarg; break;
 		case 'z':
-			if (parse_zone(&ct, optarg, zone_port, zone_val, &n_zones) < 0)
+			if (state_opt_zone_add(NF_NAME, &zones, optarg) != 0)
 				return NF_EXIT_USAGE;
 			break;
 		case 't':
-			if (nf_opt_u64(NF_NAME, "table-size", optarg, 4, 1u << 26, &slots) < 0)
+			if (state_opt_table_size(NF_NAME, optarg, &slots) != 0)
 				return NF_EXIT_USAGE;
-			if ((slots & (slots - 1)) != 0) {
-				fprintf(stderr, NF_NAME ": --table-size: not a power of 2: %s\n",
-					optarg);
-				return NF_EXIT_USAGE;
-			}
 			break;
 		case 'h': usage(stdout); return NF_EXIT_OK;
 		case 0: /* for sq_nf_init() */ break;
@@ -327,20 +300,10 @@ main(int argc, char **argv)
 	if (ret != 0)
 		return ret;
 	ct.nf = nf;
-	region = sq_nf_region(nf);
-	ct.tsc_per_ms = region->tsc_hz / 1000 ? region->tsc_hz / 1000 : 1;
-	if (resolve_rules(&ct, ct.sg) < 0)
+	ct.tsc_per_ms = sq_nf_region(nf)->tsc_hz / 1000 ? sq_nf_region(nf)->tsc_hz / 1000 : 1;
+	if (resolve_rules(&ct, ct.sg) < 0 ||
+	    state_opt_zones_resolve(NF_NAME, &zones, sq_nf_region(nf), ct.port_zone) != 0)
 		return NF_EXIT_USAGE;
-	for (i = 0; i < n_zones; i++) {
-		for (idx = 0; idx < region->n_ports; idx++)
-			if (strcmp(region->port_names[idx], zone_port[i]) == 0)
-				break;
-		if (idx == region->n_ports && (nf_opt_u64(NF_NAME, "zone-by-port", zone_port[i], 0,
-							  region->n_ports - 1, &idx) < 0))
-			return NF_EXIT_USAGE;
-		if (idx < SG_MAX_PORTS)
-			ct.port_zone[idx] = zone_val[i];
-	}
 	for (c = 0; c < C_MAX; c++)
 		ct.ctr[c] = sq_nf_counter_register(nf, counter_names[c]);
 	signal(SIGHUP, on_sighup);

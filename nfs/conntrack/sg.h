@@ -30,6 +30,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "../firewall/rules.h" /* fw_parse_u16(), fw_parse_range() */
 #include "ct.h"
 
 #define SG_MAX_GROUPS  64
@@ -153,25 +154,6 @@ sg_group_id(struct sg_set *s, const char *name, size_t len, bool create)
 }
 
 static inline int
-sg_parse_u16(const char *s, size_t len, uint16_t *out)
-{
-	unsigned long v = 0;
-	size_t i;
-
-	if (len == 0 || len > 5)
-		return -EINVAL;
-	for (i = 0; i < len; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return -EINVAL;
-		v = v * 10 + (unsigned long)(s[i] - '0');
-	}
-	if (v > UINT16_MAX)
-		return -EINVAL;
-	*out = (uint16_t)v;
-	return 0;
-}
-
-static inline int
 sg_parse_proto(const char *s, size_t len, int16_t *proto)
 {
 	static const struct {
@@ -190,7 +172,7 @@ sg_parse_proto(const char *s, size_t len, int16_t *proto)
 			return 0;
 		}
 	}
-	if (sg_parse_u16(s, len, &v) < 0 || v > 255)
+	if (fw_parse_u16(s, len, &v) < 0 || v > 255)
 		return -EINVAL;
 	*proto = (int16_t)v;
 	return 0;
@@ -252,21 +234,8 @@ sg_parse_allow(struct sg_set *s, const char *p, const char **bad)
 		if (klen == 5 && strncmp(w, "proto", 5) == 0) {
 			ret = sg_parse_proto(val, vlen, &r.proto);
 		} else if (klen == 4 && strncmp(w, "port", 4) == 0) {
-			const char *dash = memchr(val, '-', vlen);
-
 			r.has_port = true;
-			if (dash == NULL) {
-				ret = sg_parse_u16(val, vlen, &r.port_lo);
-				r.port_hi = r.port_lo;
-			} else {
-				ret = sg_parse_u16(val, (size_t)(dash - val), &r.port_lo);
-				if (ret == 0)
-					ret = sg_parse_u16(dash + 1,
-							   vlen - (size_t)(dash - val) - 1,
-							   &r.port_hi);
-				if (ret == 0 && r.port_lo > r.port_hi)
-					ret = -EINVAL;
-			}
+			ret = fw_parse_range(val, vlen, &r.port_lo, &r.port_hi);
 		} else if (klen == 6 && strncmp(w, "remote", 6) == 0) {
 			ret = sg_parse_prefix(val, vlen, &r.remote);
 			r.has_remote = true;
@@ -370,7 +339,7 @@ sg_resolve_ports(struct sg_set *s, const char (*names)[SG_NAME_LEN], unsigned in
 			if (strcmp(names[i], s->bind_port[b]) == 0)
 				break;
 		if (i == n_ports || i == SG_MAX_PORTS) {
-			if (sg_parse_u16(s->bind_port[b], strlen(s->bind_port[b]), &idx) < 0 ||
+			if (fw_parse_u16(s->bind_port[b], strlen(s->bind_port[b]), &idx) < 0 ||
 			    idx >= n_ports || idx >= SG_MAX_PORTS) {
 				*bad_bind = b;
 				return -ENOENT;

@@ -18,6 +18,7 @@
 #include <squall/log.h>
 #include <squall/squall.h>
 
+#include "../conntrack/state_opt.h"
 #include "../nat/nat.h"
 #include "../nf_opt.h"
 #include "maglev.h"
@@ -204,13 +205,8 @@ main(int argc, char **argv)
 			}
 			break;
 		case 't':
-			if (nf_opt_u64(NF_NAME, "table-size", optarg, 4, 1u << 26, &slots) < 0)
+			if (state_opt_table_size(NF_NAME, optarg, &slots) != 0)
 				return NF_EXIT_USAGE;
-			if ((slots & (slots - 1)) != 0) {
-				fprintf(stderr, NF_NAME ": --table-size: not a power of 2: %s\n",
-					optarg);
-				return NF_EXIT_USAGE;
-			}
 			break;
 		case 'h': usage(stdout); return NF_EXIT_OK;
 		case 0: /* for sq_nf_init() */ break;

@@ -22,6 +22,7 @@
 #include <squall/log.h>
 #include <squall/squall.h>
 
+#include "../conntrack/state_opt.h"
 #include "../nf_opt.h"
 #include "nat.h"
 
@@ -42,12 +43,10 @@ static const char *const counter_names[C_MAX] = {
 	"new_conns", "translated", "untouched", "drop_no_port", "drop_table_full", "drop_bad_hdr",
 };
 
-#define MAX_PORTS 16 /* the region's port_names[] */
-
 struct nat_nf {
 	struct sq_nf *nf;
 	struct nat nat;
-	uint16_t port_zone[MAX_PORTS]; /* --zone-by-port */
+	uint16_t port_zone[STATE_OPT_PORTS]; /* --zone-by-port */
 	bool return_by_in_port;
 	int ctr[C_MAX];
 	uint64_t tsc_per_ms;
@@ -200,7 +199,7 @@ nat_one(struct nat_nf *nn, struct rte_mbuf *pkt, uint64_t now_ms, uint64_t *ctr)
 	uint16_t in_port = sq_pkt_meta(pkt)->in_port;
 
 	ret = ct_parse(frame, rte_pktmbuf_data_len(pkt),
-		       in_port < MAX_PORTS ? nn->port_zone[in_port] : 0, &p, &h);
+		       in_port < STATE_OPT_PORTS ? nn->port_zone[in_port] : 0, &p, &h);
 	if (unlikely(ret != 0)) {
 		if (ret == CT_PARSE_NOT_IP || ret == CT_PARSE_UNTRACKED) {
 			ctr[C_UNTOUCHED]++;
@@ -262,12 +261,7 @@ main(int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	static struct nat_nf nn;
-	static char zone_port[MAX_PORTS][SQ_NAME_LEN];
-	uint16_t zone_val[MAX_PORTS];
-	unsigned int n_zones = 0, i;
-	struct sq_region_hdr *region;
-	const char *eq;
-	uint64_t zone, idx;
+	static struct state_opt_zones zones;
 	uint64_t slots = 65536, per_instance = 0, lo;
 	struct sq_nf *nf;
 	int opt, ret, c;
@@ -295,29 +289,12 @@ main(int argc, char **argv)
 			break;
 		case 'r': nn.return_by_in_port = true; break;
 		case 'z':
-			eq = strchr(optarg, '=');
-			if (eq == NULL || eq == optarg || (size_t)(eq - optarg) >= SQ_NAME_LEN ||
-			    n_zones >= MAX_PORTS) {
-				fprintf(stderr,
-					NF_NAME
-					": --zone-by-port: expected PORT=ZONE, got \"%s\"\n",
-					optarg);
+			if (state_opt_zone_add(NF_NAME, &zones, optarg) != 0)
 				return NF_EXIT_USAGE;
-			}
-			if (nf_opt_u64(NF_NAME, "zone-by-port", eq + 1, 1, UINT16_MAX, &zone) < 0)
-				return NF_EXIT_USAGE;
-			memcpy(zone_port[n_zones], optarg, (size_t)(eq - optarg));
-			zone_port[n_zones][eq - optarg] = '\0';
-			zone_val[n_zones++] = (uint16_t)zone;
 			break;
 		case 't':
-			if (nf_opt_u64(NF_NAME, "table-size", optarg, 4, 1u << 26, &slots) < 0)
+			if (state_opt_table_size(NF_NAME, optarg, &slots) != 0)
 				return NF_EXIT_USAGE;
-			if ((slots & (slots - 1)) != 0) {
-				fprintf(stderr, NF_NAME ": --table-size: not a power of 2: %s\n",
-					optarg);
-				return NF_EXIT_USAGE;
-			}
 			break;
 		case 'h': usage(stdout); return NF_EXIT_OK;
 		case 0: /* for sq_nf_init() */ break;
@@ -331,17 +308,8 @@ main(int argc, char **argv)
 	if (ret != 0)
 		return ret;
 	nn.nf = nf;
-	region = sq_nf_region(nf);
-	for (i = 0; i < n_zones; i++) {
-		for (idx = 0; idx < region->n_ports; idx++)
-			if (strcmp(region->port_names[idx], zone_port[i]) == 0)
-				break;
-		if (idx == region->n_ports && nf_opt_u64(NF_NAME, "zone-by-port", zone_port[i], 0,
-							 region->n_ports - 1, &idx) < 0)
-			return NF_EXIT_USAGE;
-		if (idx < MAX_PORTS)
-			nn.port_zone[idx] = zone_val[i];
-	}
+	if (state_opt_zones_resolve(NF_NAME, &zones, sq_nf_region(nf), nn.port_zone) != 0)
+		return NF_EXIT_USAGE;
 	if (per_instance != 0 && nn.nat.has_snat) {
 		lo = nn.nat.snat.port_lo + per_instance * sq_nf_ctl(nf)->instance;
 		if (lo + per_instance - 1 > nn.nat.snat.port_hi) {
