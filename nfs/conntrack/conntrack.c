@@ -73,6 +73,7 @@ usage(FILE *f)
 {
 	fprintf(f,
 		"Usage: " NF_NAME " [--rules FILE] [--zone-by-port PORT=ZONE]... [--table-size N]\n"
+		"       [--timeout NAME=SECONDS]...\n"
 		"Track connections (TCP, UDP, ICMP, ICMPv6, others generically) over IPv4 and\n"
 		"IPv6 as netfilter does: new, established, related (ICMP errors), invalid.\n"
 		"Established and related packets pass; a new connection passes and is\n"
@@ -94,7 +95,13 @@ usage(FILE *f)
 		"                         or index) are tracked in ZONE (1-65535; default 0):\n"
 		"                         tenants whose addresses overlap stay apart\n"
 		"  --table-size N         connection slots, a power of 2 (default 65536;\n"
-		"                         commits stop at 3/4 full)\n" NF_OPT_COMMON_HELP);
+		"                         commits stop at 3/4 full)\n"
+		"  --timeout NAME=SECONDS  a timeout other than netfilter's default (repeatable):\n"
+		"                         syn_sent 120, syn_recv 60, established 432000,\n"
+		"                         fin_wait 120, close_wait 60, last_ack 30, time_wait "
+		"120,\n"
+		"                         close 10, udp 30, udp_stream 120, icmp 30, generic "
+		"600\n" NF_OPT_COMMON_HELP);
 }
 
 /* @return a new rule set from @p path, or NULL after saying why. */
@@ -260,11 +267,14 @@ main(int argc, char **argv)
 		{"rules", required_argument, NULL, 'f'},
 		{"zone-by-port", required_argument, NULL, 'z'},
 		{"table-size", required_argument, NULL, 't'},
+		{"timeout", required_argument, NULL, 'T'},
 		NF_OPT_COMMON_LONGOPTS,
 		{NULL, 0, NULL, 0},
 	};
 	static struct conntrack ct;
 	static struct state_opt_zones zones;
+	static const char *timeouts[64];
+	unsigned int n_timeouts = 0, i;
 	struct sq_nf *nf;
 	uint64_t slots = 65536;
 	int opt, ret, c;
@@ -279,6 +289,17 @@ main(int argc, char **argv)
 		case 't':
 			if (state_opt_table_size(NF_NAME, optarg, &slots) != 0)
 				return NF_EXIT_USAGE;
+			break;
+		case 'T':
+			if (n_timeouts == RTE_DIM(timeouts) ||
+			    ct_timeout_set(ct.table.timeout_ms, optarg) < 0) {
+				fprintf(stderr,
+					NF_NAME ": --timeout: expected NAME=SECONDS, got \"%s\" "
+						"(try --help)\n",
+					optarg);
+				return NF_EXIT_USAGE;
+			}
+			timeouts[n_timeouts++] = optarg;
 			break;
 		case 'h': usage(stdout); return NF_EXIT_OK;
 		case 0: /* for sq_nf_init() */ break;
@@ -296,6 +317,8 @@ main(int argc, char **argv)
 		fprintf(stderr, NF_NAME ": no memory for %" PRIu64 " slots\n", slots);
 		return NF_EXIT_FAIL;
 	}
+	for (i = 0; i < n_timeouts; i++) /* checked while parsing */
+		ct_timeout_set(ct.table.timeout_ms, timeouts[i]);
 	ret = nf_opt_attach(argc, argv, &nf);
 	if (ret != 0)
 		return ret;

@@ -78,6 +78,24 @@ static const uint64_t ct_default_timeout_ms[CT_TO_MAX] = {
 	[CT_TO_GENERIC] = 600000,
 };
 
+/* The names of --timeout NAME=SECONDS, as netfilter's sysctls say them
+ * (nf_conntrack_tcp_timeout_<name>, nf_conntrack_<name>_timeout). */
+static const char *const ct_timeout_names[CT_TO_MAX] = {
+	[CT_TCP_NONE] = NULL,
+	[CT_TCP_SYN_SENT] = "syn_sent",
+	[CT_TCP_SYN_RECV] = "syn_recv",
+	[CT_TCP_ESTABLISHED] = "established",
+	[CT_TCP_FIN_WAIT] = "fin_wait",
+	[CT_TCP_CLOSE_WAIT] = "close_wait",
+	[CT_TCP_LAST_ACK] = "last_ack",
+	[CT_TCP_TIME_WAIT] = "time_wait",
+	[CT_TCP_CLOSE] = "close",
+	[CT_TO_UDP] = "udp",
+	[CT_TO_UDP_STREAM] = "udp_stream",
+	[CT_TO_ICMP] = "icmp",
+	[CT_TO_GENERIC] = "generic",
+};
+
 #define CT_TCP_FIN 0x01
 #define CT_TCP_SYN 0x02
 #define CT_TCP_RST 0x04
@@ -183,6 +201,35 @@ ct_table_free(struct ct_table *t)
 {
 	free(t->slot);
 	t->slot = NULL;
+}
+
+/**
+ * Set one timeout from "NAME=SECONDS" (NAME from ct_timeout_names[],
+ * SECONDS 1 to 30 days). Applies to connections from their next packet on.
+ * @return 0, or -EINVAL.
+ */
+static inline int
+ct_timeout_set(uint64_t timeout_ms[CT_TO_MAX], const char *s)
+{
+	const char *eq = strchr(s, '=');
+	unsigned long long sec;
+	char *end;
+	int i;
+
+	if (eq == NULL || eq[1] < '0' || eq[1] > '9')
+		return -EINVAL;
+	sec = strtoull(eq + 1, &end, 10);
+	if (*end != '\0' || sec < 1 || sec > 30ull * 86400)
+		return -EINVAL;
+	for (i = 0; i < CT_TO_MAX; i++) {
+		if (ct_timeout_names[i] != NULL &&
+		    strlen(ct_timeout_names[i]) == (size_t)(eq - s) &&
+		    strncmp(ct_timeout_names[i], s, (size_t)(eq - s)) == 0) {
+			timeout_ms[i] = sec * 1000;
+			return 0;
+		}
+	}
+	return -EINVAL;
 }
 
 /** Forget every connection (a per-flow NF's state cleaner). */

@@ -293,6 +293,30 @@ test_tcp_timeouts(void)
 }
 
 static void
+test_timeout_set(void)
+{
+	uint64_t to[CT_TO_MAX];
+	struct ct_pkt syn = tcp(CT_ORIG, F_S, 1000, 0, 1000, 0);
+	int d;
+
+	memcpy(to, ct_default_timeout_ms, sizeof(to));
+	CHECK(ct_timeout_set(to, "established=3600") == 0 && to[CT_TCP_ESTABLISHED] == 3600000);
+	CHECK(ct_timeout_set(to, "udp_stream=180") == 0 && to[CT_TO_UDP_STREAM] == 180000);
+	CHECK(ct_timeout_set(to, "udp=0") == -EINVAL);
+	CHECK(ct_timeout_set(to, "udp=-1") == -EINVAL);
+	CHECK(ct_timeout_set(to, "udpx=5") == -EINVAL);
+	CHECK(ct_timeout_set(to, "udp") == -EINVAL);
+	CHECK(ct_timeout_set(to, "syn_sent=5s") == -EINVAL);
+	/* A table's own timeouts apply. */
+	reset();
+	CHECK(ct_timeout_set(tbl.timeout_ms, "syn_sent=5") == 0);
+	CHECK(feed(syn) == CT_NEW);
+	now += 5000;
+	CHECK(ct_find(&tbl, &syn.key, now, &d) == NULL);
+	memcpy(tbl.timeout_ms, ct_default_timeout_ms, sizeof(tbl.timeout_ms));
+}
+
+static void
 test_udp_icmp(void)
 {
 	struct ct_pkt q, r;
@@ -574,6 +598,7 @@ main(void)
 	test_tcp_table();
 	test_tcp_window_scale();
 	test_tcp_timeouts();
+	test_timeout_set();
 	test_udp_icmp();
 	test_zones();
 	test_table();
