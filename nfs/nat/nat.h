@@ -69,6 +69,7 @@ struct nat {
 	/* SNAT ports in use, one bit per port of the range, per protocol
 	 * (0 TCP, 1 UDP, 2 ICMP); next_port: where the search resumes. */
 	uint64_t *ports_used[3];
+	uint32_t n_ports_used[3]; /* exhausted: fail at once, not after a scan */
 	uint32_t next_port[3];
 	/* After nat_find() or nat_translate() returned NAT_XLATED(_NEW): the
 	 * direction of the packet's entry and the port the connection's first
@@ -105,6 +106,7 @@ nat_init(struct nat *n, uint32_t slots)
 			if (n->ports_used[i] == NULL)
 				return -ENOMEM;
 			n->next_port[i] = 0;
+			n->n_ports_used[i] = 0;
 		}
 	}
 	return 0;
@@ -178,8 +180,10 @@ nat_conn_delete(struct nat *n, uint32_t i)
 		uint32_t bit = (uint32_t)port - n->snat.port_lo;
 
 		pi = nat_proto_idx(e.key.proto);
-		if (pi >= 0 && port >= n->snat.port_lo && port <= n->snat.port_hi)
+		if (pi >= 0 && port >= n->snat.port_lo && port <= n->snat.port_hi) {
 			n->ports_used[pi][bit / 64] &= ~(UINT64_C(1) << (bit % 64));
+			n->n_ports_used[pi]--;
+		}
 	}
 }
 
@@ -236,10 +240,13 @@ nat_port_alloc(struct nat *n, int pi)
 {
 	uint32_t range = (uint32_t)n->snat.port_hi - n->snat.port_lo + 1, k, b;
 
+	if (n->n_ports_used[pi] >= range)
+		return -ENOSPC;
 	for (k = 0; k < range; k++) {
 		b = (n->next_port[pi] + k) % range;
 		if (!(n->ports_used[pi][b / 64] & (UINT64_C(1) << (b % 64)))) {
 			n->ports_used[pi][b / 64] |= UINT64_C(1) << (b % 64);
+			n->n_ports_used[pi]++;
 			n->next_port[pi] = (b + 1) % range;
 			return (int)(n->snat.port_lo + b);
 		}

@@ -232,6 +232,7 @@ test_ports_exhausted_and_freed(void)
 	}
 	len = frame(f, IPPROTO_UDP, A(10, 0, 0, 1), A(8, 8, 8, 8), 200, 53, 0);
 	CHECK(xlate(&n, f, len, 0, &p) == NAT_NO_PORT);
+	CHECK(n.n_ports_used[1] == 3);
 	/* TCP has ports of its own. */
 	len = frame(f, IPPROTO_TCP, A(10, 0, 0, 1), A(8, 8, 8, 8), 200, 53, 0);
 	CHECK(xlate(&n, f, len, 0, &p) == NAT_XLATED_NEW);
@@ -246,6 +247,7 @@ test_ports_exhausted_and_freed(void)
 	len = frame(f, IPPROTO_UDP, A(10, 0, 0, 1), A(8, 8, 8, 8), 200, 53, 0);
 	CHECK(xlate(&n, f, len, NAT_TO_UDP_MS, &p) == NAT_XLATED_NEW);
 	CHECK(n.n_used == 2 * 2); /* the TCP and the new UDP mapping */
+	CHECK(n.n_ports_used[1] == 1 && n.n_ports_used[2] == 0);
 	nat_free(&n);
 }
 
