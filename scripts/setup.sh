@@ -28,7 +28,7 @@ REQUIRED_PKGS=(
 	libdpdk-dev dpdk dpdk-dev meson ninja-build pkg-config gcc
 	libyaml-dev libpcap-dev libbpf-dev libxdp-dev
 	iproute2 iputils-ping ethtool curl procps python3-venv clang-format make
-	apache2-utils tcpdump libssl-dev tshark
+	apache2-utils tcpdump libssl-dev tshark libvectorscan-dev
 	prometheus chromium chromium-driver
 )
 # Traffic and developer tools (DESIGN.md §10); missing from the archive = a warning.

@@ -92,7 +92,7 @@ class Service:
         return d
 
 
-NF_KINDS = ("fwd", "l3fwd", "firewall", "noop")
+NF_KINDS = ("fwd", "l3fwd", "firewall", "noop", "conntrack", "nat", "lb")
 
 
 def nf_service(kind: str, name: str | None = None, *, out: int | None = None, **kw: Any) -> Service:
@@ -111,6 +111,18 @@ def nf_service(kind: str, name: str | None = None, *, out: int | None = None, **
         )
     if kind == "firewall":
         return Service(name, "squall-nf-firewall", [f"--rule={r}" for r in FIREWALL_RULES], **kw)
+    # Stateful NFs (docs/nf-api.md "Stateful NFs"): the generator's flows are
+    # UDP from 10.0.0.0/8, so conntrack commits each flow's first packet and
+    # tracks the rest, nat SNATs every flow, lb balances none (not its VIP)
+    # but looks each packet up.
+    if kind == "conntrack":
+        return Service(name, "squall-nf-conntrack", [], **kw)
+    if kind == "nat":
+        return Service(name, "squall-nf-nat", ["--snat=0.0.0.0/0=192.0.2.1"], **kw)
+    if kind == "lb":
+        return Service(
+            name, "squall-nf-lb", ["--vip=udp:192.0.2.80:80", "--backend=10.1.0.1:80"], **kw
+        )
     raise ValueError(f"unknown NF kind {kind!r}: one of {', '.join(NF_KINDS)}")
 
 
