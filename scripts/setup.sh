@@ -21,12 +21,15 @@ HUGEPAGE_DIR=/dev/hugepages
 VENV=.venv
 BUILD_DIR=build
 
-# Needed to build and test; a missing one is fatal.
+# Needed to build and test; a missing one is fatal. clang and its runtimes:
+# the libFuzzer targets (tests/fuzz); libasan8/libubsan1: gcc's sanitizer
+# build (make asan); llvm: llvm-symbolizer for readable sanitizer reports.
 REQUIRED_PKGS=(
 	libdpdk-dev dpdk dpdk-dev meson ninja-build pkg-config gcc
 	libyaml-dev libpcap-dev libbpf-dev libxdp-dev
 	iproute2 iputils-ping ethtool curl procps python3-venv clang-format make
 	apache2-utils tcpdump
+	clang libclang-rt-14-dev llvm libasan8 libubsan1
 )
 # Traffic and developer tools (DESIGN.md §10); missing from the archive = a warning.
 # Peers for side-by-side benchmarks (python/squall/bench/peers): nftables for
