@@ -77,6 +77,7 @@ DEFAULT = Hosts()
 # The soak's own (bench/experiments/soak.py): an hour in the tests' namespaces
 # would hold their lock that long.
 SOAK = Hosts("sqsoak-c", "sqsoak-s", "sqk", "10.78.0")
+SOAK_QUICK = Hosts("sqsoakq-c", "sqsoakq-s", "sqq", "10.79.0")  # its --quick, beside a full run
 
 
 def netns(action: str, hosts: Hosts = DEFAULT) -> str:
