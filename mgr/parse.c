@@ -110,6 +110,7 @@ hash_ipv6(struct rte_mbuf *pkt)
 {
 	const struct rte_ipv6_hdr *ip6;
 	const uint8_t *a, *b;
+	uint64_t w[4]; /* a and b, aligned: rte_hash_crc() reads 8 bytes at a time */
 	uint32_t h, ports = 0, l4 = pkt->packet_type & RTE_PTYPE_L4_MASK;
 
 	if (pkt->data_len < pkt->l2_len + sizeof(*ip6))
@@ -129,8 +130,10 @@ hash_ipv6(struct rte_mbuf *pkt)
 
 		ports = s < d ? ((uint32_t)s << 16 | d) : ((uint32_t)d << 16 | s);
 	}
-	h = rte_hash_crc(a, 16, ip6->proto);
-	h = rte_hash_crc(b, 16, h);
+	memcpy(w, a, 16);
+	memcpy(w + 2, b, 16);
+	h = rte_hash_crc(w, 16, ip6->proto);
+	h = rte_hash_crc(w + 2, 16, h);
 	pkt->hash.rss = rte_hash_crc_4byte(ports, h);
 }
 
