@@ -37,6 +37,19 @@ make_nf(const char *name)
 		abort();
 }
 
+static void
+remove_nfs(void)
+{
+	static const char *const names[] = {"fake-nf", "squall-nf-fwd", "squall-nf-monitor"};
+	char p[PATH_MAX + 64];
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		snprintf(p, sizeof(p), "%s/%s", nf_dir, names[i]);
+		unlink(p);
+	}
+	rmdir(nf_dir);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -53,6 +66,7 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 	make_nf("fake-nf");
 	make_nf("squall-nf-fwd");
 	make_nf("squall-nf-monitor");
+	atexit(remove_nfs);
 	fd = memfd_create("squall-fuzz-config", 0);
 	if (fd < 0)
 		abort();
