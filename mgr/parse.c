@@ -3,6 +3,7 @@
  * hash and every NF.
  */
 #include <stdbool.h>
+#include <string.h>
 
 #include <rte_byteorder.h>
 #include <rte_ether.h>
@@ -57,6 +58,98 @@ check_ipv4(const struct rte_mbuf *pkt, uint32_t l2_len)
 /* "No drop": the drop causes start at 0, so success needs a value of its own. */
 #define PARSE_OK SQ_DROP_MAX
 
+/* Tags walked at most; a frame with more is a parse drop. */
+#define PARSE_MAX_TAGS 8
+
+static bool
+is_tag(uint16_t ether_type)
+{
+	return ether_type == rte_cpu_to_be_16(RTE_ETHER_TYPE_VLAN) ||
+	       ether_type == rte_cpu_to_be_16(RTE_ETHER_TYPE_QINQ) ||
+	       ether_type == rte_cpu_to_be_16(RTE_ETHER_TYPE_QINQ1) ||
+	       ether_type == rte_cpu_to_be_16(RTE_ETHER_TYPE_QINQ2) ||
+	       ether_type == rte_cpu_to_be_16(RTE_ETHER_TYPE_QINQ3);
+}
+
+/* rte_net_get_ptype() reads one 802.1Q tag, or 802.1ad and one more: a
+ * frame with 0x8100/0x8100 or three tags would pass for non-IP, past every
+ * IPv4 rule of an NF. Walk the rest of the stack ourselves and let DPDK
+ * parse what follows, by showing it the 14 bytes that end at the inner
+ * EtherType as an Ethernet header. */
+static enum sq_drop
+parse_tagged(struct rte_mbuf *pkt, struct rte_net_hdr_lens *lens)
+{
+	uint32_t off = lens->l2_len - 2; /* the EtherType that is a tag */
+	uint32_t n_tags = (lens->l2_len - sizeof(struct rte_ether_hdr)) / 4;
+	uint16_t ether_type, shift;
+	uint32_t ptype;
+
+	do {
+		if (++n_tags > PARSE_MAX_TAGS || pkt->data_len < off + 4 + 2)
+			return SQ_DROP_PARSE;
+		off += 4;
+		ether_type = *rte_pktmbuf_mtod_offset(pkt, const uint16_t *, off);
+	} while (is_tag(ether_type));
+	shift = (uint16_t)(off + 2 - sizeof(struct rte_ether_hdr));
+	rte_pktmbuf_adj(pkt, shift);
+	ptype = rte_net_get_ptype(pkt, lens, RTE_PTYPE_ALL_MASK);
+	rte_pktmbuf_prepend(pkt, shift);
+	lens->l2_len += shift;
+	pkt->packet_type = (ptype & ~RTE_PTYPE_L2_MASK) | RTE_PTYPE_L2_ETHER_QINQ;
+	pkt->l2_len = lens->l2_len;
+	pkt->l3_len = lens->l3_len;
+	pkt->l4_len = lens->l4_len;
+	return PARSE_OK;
+}
+
+/* A symmetric hash of an IPv6 packet's addresses and next header (and ports
+ * for TCP and UDP without extension headers): IPv6 is not in the flow table,
+ * but its flows must spread over the instances, not all land on one. */
+static void
+hash_ipv6(struct rte_mbuf *pkt)
+{
+	const struct rte_ipv6_hdr *ip6;
+	const uint8_t *a, *b;
+	uint32_t h, ports = 0, l4 = pkt->packet_type & RTE_PTYPE_L4_MASK;
+
+	if (pkt->data_len < pkt->l2_len + sizeof(*ip6))
+		return;
+	ip6 = rte_pktmbuf_mtod_offset(pkt, const struct rte_ipv6_hdr *, pkt->l2_len);
+	a = ip6->src_addr;
+	b = ip6->dst_addr;
+	if (memcmp(a, b, 16) > 0) {
+		a = ip6->dst_addr;
+		b = ip6->src_addr;
+	}
+	if ((l4 == RTE_PTYPE_L4_TCP || l4 == RTE_PTYPE_L4_UDP) &&
+	    pkt->data_len >= pkt->l2_len + pkt->l3_len + 4) {
+		const uint16_t *p =
+			rte_pktmbuf_mtod_offset(pkt, const uint16_t *, pkt->l2_len + pkt->l3_len);
+		uint16_t s = p[0], d = p[1];
+
+		ports = s < d ? ((uint32_t)s << 16 | d) : ((uint32_t)d << 16 | s);
+	}
+	h = rte_hash_crc(a, 16, ip6->proto);
+	h = rte_hash_crc(b, 16, h);
+	pkt->hash.rss = rte_hash_crc_4byte(ports, h);
+}
+
+/* Not IPv4 right after the tags DPDK read: more tags, IPv6 or other. Off
+ * the common path. */
+static enum sq_drop
+parse_other(struct rte_mbuf *pkt, struct rte_net_hdr_lens *lens, uint16_t ether_type)
+{
+	if (unlikely(is_tag(ether_type))) {
+		enum sq_drop cause = parse_tagged(pkt, lens);
+
+		if (cause != PARSE_OK)
+			return cause;
+	}
+	if (RTE_ETH_IS_IPV6_HDR(pkt->packet_type))
+		hash_ipv6(pkt);
+	return PARSE_OK;
+}
+
 enum sq_drop
 mgr_parse_pkt(struct rte_mbuf *pkt)
 {
@@ -79,8 +172,13 @@ mgr_parse_pkt(struct rte_mbuf *pkt)
 		return SQ_DROP_PARSE;
 	/* The EtherType after any VLAN tags: the last two bytes of L2. */
 	ether_type = *rte_pktmbuf_mtod_offset(pkt, const uint16_t *, lens.l2_len - 2);
-	if (ether_type != rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4))
-		return PARSE_OK;
+	if (ether_type != rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4)) {
+		enum sq_drop cause = parse_other(pkt, &lens, ether_type);
+
+		if (cause != PARSE_OK || !RTE_ETH_IS_IPV4_HDR(pkt->packet_type))
+			return cause;
+		ptype = pkt->packet_type; /* IPv4 under more tags */
+	}
 	ip = check_ipv4(pkt, lens.l2_len);
 	if (unlikely(ip == NULL))
 		return SQ_DROP_PARSE;

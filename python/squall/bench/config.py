@@ -110,7 +110,10 @@ def nf_service(kind: str, name: str | None = None, *, out: int | None = None, **
             name, "squall-nf-l3fwd", [*other, f"--route={L3FWD_MATCH_ROUTE}={hop}"], **kw
         )
     if kind == "firewall":
-        return Service(name, "squall-nf-firewall", [f"--rule={r}" for r in FIREWALL_RULES], **kw)
+        # --non-ipv4=allow: ARP between the kernel peers must pass (the NF denies
+        # what its IPv4 rules cannot judge by default).
+        rules = [f"--rule={r}" for r in FIREWALL_RULES]
+        return Service(name, "squall-nf-firewall", [*rules, "--non-ipv4=allow"], **kw)
     raise ValueError(f"unknown NF kind {kind!r}: one of {', '.join(NF_KINDS)}")
 
 
