@@ -72,7 +72,7 @@ struct pending_entry {
 };
 struct pending_queue {
 	struct pending_entry *e;
-	uint32_t cap; /* a power of two; grows when full */
+	uint32_t cap; /* a power of two, twice the service's NFs (mgr_wakeup_queues_init) */
 	uint32_t head, tail;
 };
 
@@ -276,6 +276,7 @@ void mgr_drop_bulk(struct role_stats *st, enum sq_drop cause, struct rte_mbuf **
 /* wakeup.c */
 void mgr_wakeup_init_nf(struct mgr_nf *nf, const struct sq_cfg_wake *cfg);
 int mgr_wakeup_set_policy(struct mgr *mgr, uint16_t service, const struct sq_cfg_wake *cfg);
+int mgr_wakeup_queues_init(struct mgr *mgr, struct role_ctx *role);
 bool mgr_wakeup_hold(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id);
 void mgr_wakeup_check(struct mgr *mgr, struct role_ctx *role);
 void mgr_wakeup_drop_all_held(struct mgr *mgr, struct role_ctx *role, enum sq_drop cause);
