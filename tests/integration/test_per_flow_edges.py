@@ -2,7 +2,7 @@
 TCP/UDP IPv4 flow must not land on another flow's NF by an address hash
 (issue 20). IP fragments and IPv6 are dropped, counted; an ICMP error goes to
 the flow it quotes; a SYN flood holds the pool's NFs only for the half-open
-timeout."""
+timeout. In an rss service IPv6 flows spread by a hash of their addresses."""
 
 from __future__ import annotations
 
@@ -132,3 +132,21 @@ def test_a_syn_flood_does_not_empty_the_pool_for_long(mgr: Manager, tmp_path: Pa
     assert mgr.stats()["drops"]["pool_empty"] == n_syn - instances, mgr.stats()["drops"]
     assert flows["flows_half_open_expired"] == instances, flows
     mgr.finish()
+
+
+def test_ipv6_flows_spread_over_rss_instances(mgr: Manager, tmp_path: Path) -> None:
+    # rss spreads by a symmetric hash; IPv6's was 0, every flow on instance 0.
+    frames = []
+    for i in range(16):
+        a, b = f"fd00::{i + 1:x}", "fd00::ffff"
+        frames.append(bytes(_eth(A) / IPv6(src=a, dst=b) / UDP(sport=1000 + i, dport=53)))
+        frames.append(bytes(_eth(B) / IPv6(src=b, dst=a) / UDP(sport=53, dport=1000 + i)))
+    in_pcap = pcaps.write_pcap(tmp_path / "in.pcap", frames)
+    mgr.start(per_flow_config(mgr, in_pcap, "net_null1,no-rx=1", instances=4, assign="rss"))
+    mgr.wait_port_tx("out", len(frames))
+    rx = [nf["rx_pkts"] for nf in mgr.nfs().values() if nf["service"] == "sig"]
+    mgr.finish()
+    assert sum(rx) == len(frames)
+    assert sum(1 for n in rx if n > 0) >= 2, f"16 flows on one instance: {rx}"
+    # Both directions of a flow meet one instance: every count is even.
+    assert all(n % 2 == 0 for n in rx), rx
