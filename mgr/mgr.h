@@ -60,8 +60,9 @@ struct nf_stage {
 
 /* NFs that wait for a wake by timeout, oldest first; one queue per service,
  * since a service's NFs share a timeout and so expire in the order they
- * started to wait. Entries are never searched: an entry whose NF was woken
- * meanwhile is recognised as stale when it reaches the head. */
+ * started to wait. An entry whose NF was woken meanwhile is recognised as
+ * stale when it reaches the head, or dropped when the queue is full (at most
+ * one entry per NF is live, and the queue has room for two per NF). */
 /* An NF waiting for a wake by timeout, since its first waiting packet. Its
  * deadline is since + the timeout at the time of the scan: the NFs of a
  * service share one timeout, so a queue in push order is in deadline order
