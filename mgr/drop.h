@@ -21,7 +21,10 @@
 	_(SHUTDOWN, shutdown, "in flight at shutdown")                  \
 	_(STRAY, stray, "tcp packet of no flow and no syn")             \
 	_(POOL_EMPTY, pool_empty, "no idle nf for a new flow")          \
-	_(FLOW_TABLE_FULL, flow_table_full, "flow table full")
+	_(FLOW_TABLE_FULL, flow_table_full, "flow table full")          \
+	_(FRAGMENT, fragment, "ip fragment to a per-flow service")      \
+	_(IPV6, ipv6, "ipv6 to a per-flow service")                     \
+	_(ICMP_NO_FLOW, icmp_no_flow, "icmp error quoting no flow of a per-flow service")
 #define SQ_DROP_ENUM(sym, key, str) SQ_DROP_##sym,
 enum sq_drop { SQ_FOREACH_DROP(SQ_DROP_ENUM) SQ_DROP_MAX };
 extern const char *const sq_drop_keys[SQ_DROP_MAX];

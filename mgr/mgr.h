@@ -60,8 +60,9 @@ struct nf_stage {
 
 /* NFs that wait for a wake by timeout, oldest first; one queue per service,
  * since a service's NFs share a timeout and so expire in the order they
- * started to wait. Entries are never searched: an entry whose NF was woken
- * meanwhile is recognised as stale when it reaches the head. */
+ * started to wait. An entry whose NF was woken meanwhile is recognised as
+ * stale when it reaches the head, or dropped when the queue is full (at most
+ * one entry per NF is live, and the queue has room for two per NF). */
 /* An NF waiting for a wake by timeout, since its first waiting packet. Its
  * deadline is since + the timeout at the time of the scan: the NFs of a
  * service share one timeout, so a queue in push order is in deadline order
@@ -72,7 +73,7 @@ struct pending_entry {
 };
 struct pending_queue {
 	struct pending_entry *e;
-	uint32_t cap; /* a power of two; grows when full */
+	uint32_t cap; /* a power of two, twice the service's NFs (mgr_wakeup_queues_init) */
 	uint32_t head, tail;
 };
 
@@ -276,6 +277,7 @@ void mgr_drop_bulk(struct role_stats *st, enum sq_drop cause, struct rte_mbuf **
 /* wakeup.c */
 void mgr_wakeup_init_nf(struct mgr_nf *nf, const struct sq_cfg_wake *cfg);
 int mgr_wakeup_set_policy(struct mgr *mgr, uint16_t service, const struct sq_cfg_wake *cfg);
+int mgr_wakeup_queues_init(struct mgr *mgr, struct role_ctx *role);
 bool mgr_wakeup_hold(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id);
 void mgr_wakeup_check(struct mgr *mgr, struct role_ctx *role);
 void mgr_wakeup_drop_all_held(struct mgr *mgr, struct role_ctx *role, enum sq_drop cause);

@@ -138,8 +138,8 @@ hash_ipv6(struct rte_mbuf *pkt)
 }
 
 /* Not IPv4 right after the tags DPDK read: more tags, IPv6 or other. Off
- * the common path. */
-static enum sq_drop
+ * the common path, and kept out of it (not inlined). */
+static __rte_noinline enum sq_drop
 parse_other(struct rte_mbuf *pkt, struct rte_net_hdr_lens *lens, uint16_t ether_type)
 {
 	if (unlikely(is_tag(ether_type))) {
