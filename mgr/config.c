@@ -569,6 +569,7 @@ enum {
 	MGR_MAX_FLOWS,
 	MGR_FLOW_IDLE,
 	MGR_FLOW_LINGER,
+	MGR_FLOW_HALF_OPEN,
 	MGR_CORE_WAKES,
 	MGR_MAX_NFS,
 	MGR_N_KEYS
@@ -585,6 +586,7 @@ static const char *const mgr_keys[MGR_N_KEYS] = {
 	"max_flows",
 	"flow_idle_timeout_ms",
 	"flow_linger_ms",
+	"flow_half_open_timeout_ms",
 	"core_wakes_per_s",
 	"max_nfs",
 };
@@ -630,6 +632,9 @@ parse_manager(struct ctx *c, const yaml_node_t *node)
 	if (ret == 0)
 		ret = get_u32(c, v[MGR_MAX_NFS], b, "max_nfs", 0, 1u << 20, &cfg->max_nfs);
 	c->max_nfs_node = v[MGR_MAX_NFS];
+	if (ret == 0)
+		ret = get_u32(c, v[MGR_FLOW_HALF_OPEN], b, "flow_half_open_timeout_ms", 1, 3600000,
+			      &cfg->flow_half_open_timeout_ms);
 	if (ret == 0)
 		ret = get_u32(c, v[MGR_CORE_WAKES], b, "core_wakes_per_s", 0, 10000000,
 			      &cfg->core_wakes_per_s);
@@ -1309,6 +1314,7 @@ set_defaults(struct sq_config *cfg)
 	cfg->rx_burst = 32;
 	cfg->max_flows = 65536;
 	cfg->flow_idle_timeout_ms = 10000;
+	cfg->flow_half_open_timeout_ms = 1000;
 	cfg->flow_linger_ms = 200;
 	cfg->core_wakes_per_s = 50000;
 }

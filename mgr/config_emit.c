@@ -186,6 +186,7 @@ emit_manager(struct out *o, const struct sq_config *cfg)
 	kv_u64(o, "max_flows", cfg->max_flows);
 	kv_u64(o, "flow_idle_timeout_ms", cfg->flow_idle_timeout_ms);
 	kv_u64(o, "flow_linger_ms", cfg->flow_linger_ms);
+	kv_u64(o, "flow_half_open_timeout_ms", cfg->flow_half_open_timeout_ms);
 	kv_u64(o, "core_wakes_per_s", cfg->core_wakes_per_s);
 	kv_u64(o, "max_nfs", cfg->max_nfs);
 	map_end(o);

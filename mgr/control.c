@@ -108,7 +108,7 @@ mgr_control_unlock(void)
  * running (then the plan applies it) or not (then the plan refuses a
  * change)? Otherwise an apply would drop it silently. These sizes trip
  * when a struct grows; config_emit.c must write the new key too. */
-static_assert(offsetof(struct sq_config, ports) == 592, "manager key: plan_manager");
+static_assert(offsetof(struct sq_config, ports) == 596, "manager key: plan_manager");
 static_assert(sizeof(struct sq_cfg_service) == 808, "service key: plan_service");
 static_assert(sizeof(struct sq_cfg_wake) == 32, "wake key: same_wake");
 static_assert(sizeof(struct sq_cfg_port) == 2092, "port key: same_port");
@@ -221,6 +221,7 @@ plan_manager(struct plan *p, const struct sq_config *cur, const struct sq_config
 	FIXED(max_flows);
 	FIXED(flow_idle_timeout_ms);
 	FIXED(flow_linger_ms);
+	FIXED(flow_half_open_timeout_ms);
 #undef FIXED
 	if (cur->stats_interval_ms != n->stats_interval_ms)
 		note(p, "manager.stats_interval_ms %u -> %u", cur->stats_interval_ms,

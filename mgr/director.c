@@ -59,6 +59,10 @@ struct flow {
 	uint8_t fins; /* bit 0: FIN from ip_lo's side, bit 1: from ip_hi's */
 	uint8_t tcp;
 	uint8_t assign; /* enum sq_assign */
+	/* TCP: the side of the SYN, and whether that side ACKed since (the
+	 * handshake done); until then the flow is half-open. */
+	uint8_t syn_from_lo;
+	uint8_t established;
 	uint32_t nf[SQ_MAX_HOPS];
 	uint16_t n_hops;
 	uint64_t pkts, bytes;
@@ -130,7 +134,7 @@ struct director {
 	uint32_t n_waiting; /* packets in all the fallback queues */
 	bool redoing_wait;  /* drain_waiting is steering a packet that waited */
 	uint64_t next_poll_tsc;
-	uint64_t linger_tsc, idle_tsc, period_tsc;
+	uint64_t linger_tsc, idle_tsc, half_open_tsc, period_tsc;
 	struct director_stats st;
 };
 
@@ -269,6 +273,7 @@ mgr_director_init(struct mgr *mgr)
 		return ret;
 	d->linger_tsc = hz / 1000 * mgr->cfg->flow_linger_ms;
 	d->idle_tsc = hz / 1000 * mgr->cfg->flow_idle_timeout_ms;
+	d->half_open_tsc = hz / 1000 * mgr->cfg->flow_half_open_timeout_ms;
 	d->period_tsc = hz / 1000000 * DIRECTOR_PERIOD_US;
 	d->closing_cap = mgr->cfg->max_flows;
 	d->closing = calloc(d->closing_cap, sizeof(*d->closing));
@@ -302,6 +307,22 @@ mgr_director_free(struct mgr *mgr)
 	mgr->dir = NULL;
 }
 
+/* The flow table key from a 5-tuple in network byte order. */
+static void
+make_key(uint32_t src, uint32_t dst, uint16_t sport, uint16_t dport, uint8_t proto, uint16_t chain,
+	 struct flow_key *k, bool *from_lo)
+{
+	*from_lo = src < dst || (src == dst && sport <= dport);
+	*k = (struct flow_key){
+		.ip_lo = *from_lo ? src : dst,
+		.ip_hi = *from_lo ? dst : src,
+		.port_lo = *from_lo ? sport : dport,
+		.port_hi = *from_lo ? dport : sport,
+		.chain = chain,
+		.proto = proto,
+	};
+}
+
 /* The symmetric key: both directions of a connection give the same one. */
 static bool
 flow_key_of(const struct rte_mbuf *pkt, uint16_t chain, struct flow_key *k, uint8_t *tcp_flags,
@@ -327,15 +348,7 @@ flow_key_of(const struct rte_mbuf *pkt, uint16_t chain, struct flow_key *k, uint
 	}
 	src = ip->src_addr;
 	dst = ip->dst_addr;
-	*from_lo = src < dst || (src == dst && sport <= dport);
-	*k = (struct flow_key){
-		.ip_lo = *from_lo ? src : dst,
-		.ip_hi = *from_lo ? dst : src,
-		.port_lo = *from_lo ? sport : dport,
-		.port_hi = *from_lo ? dport : sport,
-		.chain = chain,
-		.proto = ip->next_proto_id,
-	};
+	make_key(src, dst, sport, dport, ip->next_proto_id, chain, k, from_lo);
 	*tcp_flags = 0;
 	if (l4 == RTE_PTYPE_L4_TCP)
 		*tcp_flags = rte_pktmbuf_mtod_offset(pkt, const struct rte_tcp_hdr *,
@@ -699,6 +712,100 @@ mgr_director_drop_waiting(struct mgr *mgr, int cause)
 		d->n_waiting = 0;
 }
 
+/* An ICMP error (destination unreachable, source quench, redirect, time
+ * exceeded, parameter problem) quotes the IP header and the first 8 bytes of
+ * the packet it answers: the 5-tuple of its flow. @return 1 and the flow's
+ * key if @p pkt is an ICMP error quoting TCP or UDP, 0 if it is another ICMP
+ * message, -1 if an error whose quote cannot be read. Reads stay inside the
+ * IP total length and the first segment. */
+static int
+icmp_error_key(const struct rte_mbuf *pkt, uint16_t chain, struct flow_key *k)
+{
+	const struct rte_ipv4_hdr *ip =
+		rte_pktmbuf_mtod_offset(pkt, const struct rte_ipv4_hdr *, pkt->l2_len);
+	uint32_t end = RTE_MIN((uint32_t)pkt->data_len,
+			       pkt->l2_len + (uint32_t)rte_be_to_cpu_16(ip->total_length));
+	uint32_t off = pkt->l2_len + pkt->l3_len, q_ihl;
+	const struct rte_ipv4_hdr *q;
+	const uint8_t *icmp;
+	const uint16_t *ports;
+	bool from_lo;
+
+	if (end < off + 8)
+		return 0;
+	icmp = rte_pktmbuf_mtod_offset(pkt, const uint8_t *, off);
+	if (icmp[0] != 3 && icmp[0] != 4 && icmp[0] != 5 && icmp[0] != 11 && icmp[0] != 12)
+		return 0;
+	off += 8;
+	if (end < off + sizeof(*q))
+		return -1;
+	q = rte_pktmbuf_mtod_offset(pkt, const struct rte_ipv4_hdr *, off);
+	q_ihl = (q->version_ihl & RTE_IPV4_HDR_IHL_MASK) * 4u;
+	if ((q->version_ihl >> 4) != 4 || q_ihl < sizeof(*q) || end < off + q_ihl + 4 ||
+	    (q->next_proto_id != IPPROTO_TCP && q->next_proto_id != IPPROTO_UDP) ||
+	    (rte_be_to_cpu_16(q->fragment_offset) & RTE_IPV4_HDR_OFFSET_MASK) != 0)
+		return -1;
+	ports = rte_pktmbuf_mtod_offset(pkt, const uint16_t *, off + q_ihl);
+	make_key(q->src_addr, q->dst_addr, ports[0], ports[1], q->next_proto_id, chain, k,
+		 &from_lo);
+	return 1;
+}
+
+/* A packet that is no TCP/UDP IPv4 flow. ARP and the like: any instance of
+ * the service will do. Not so in a per-flow service, where every instance is
+ * some flow's: there an ICMP error goes to the flow it quotes, and what no
+ * flow can be found for is dropped, counted, not given to another flow's NF:
+ * - IP fragments: only the first carries the ports. Fragments keyed on
+ *   (src, dst, proto, id) would reach one NF, but not the flow's own unless
+ *   the manager tracked each datagram from its first fragment, which may come
+ *   last or never; so they are dropped (fragment). TCP sets DF; a per-flow
+ *   UDP service needs fragments reassembled before it.
+ * - IPv6: not in the flow table yet (ipv6).
+ * - ICMP errors quoting no flow of the chain (icmp_no_flow). Other ICMP
+ *   (echo) keeps the address hash. */
+static struct mgr_nf *
+steer_not_a_flow(struct mgr *mgr, struct director *d, struct role_ctx *role,
+		 const struct sq_cfg_rule *rule, struct rte_mbuf *pkt, uint16_t service)
+{
+	uint32_t ptype = pkt->packet_type, l4 = ptype & RTE_PTYPE_L4_MASK;
+	struct flow_key k;
+	struct flow *f;
+	int pos;
+
+	if (rule->assign != SQ_ASSIGN_PER_FLOW)
+		return mgr_steer_to_service(mgr, role, service, pkt);
+	if (RTE_ETH_IS_IPV6_HDR(ptype)) {
+		mgr_drop(&role->stats, SQ_DROP_IPV6, pkt);
+		return NULL;
+	}
+	if (!RTE_ETH_IS_IPV4_HDR(ptype))
+		return mgr_steer_to_service(mgr, role, service, pkt);
+	if (l4 == RTE_PTYPE_L4_FRAG) {
+		mgr_drop(&role->stats, SQ_DROP_FRAGMENT, pkt);
+		return NULL;
+	}
+	/* (rte_net_get_ptype classes ICMP as no L4: read the protocol.) */
+	if (rte_pktmbuf_mtod_offset(pkt, const struct rte_ipv4_hdr *, pkt->l2_len)->next_proto_id !=
+	    IPPROTO_ICMP)
+		return mgr_steer_to_service(mgr, role, service, pkt);
+	switch (icmp_error_key(pkt, rule->chain, &k)) {
+	case 0: return mgr_steer_to_service(mgr, role, service, pkt);
+	case 1: break;
+	default: mgr_drop(&role->stats, SQ_DROP_ICMP_NO_FLOW, pkt); return NULL;
+	}
+	pos = rte_hash_lookup(d->table, &k);
+	f = pos >= 0 ? &d->flows[pos] : NULL;
+	if (f == NULL || (f->state != FLOW_OPEN && f->state != FLOW_LINGER) || f->handed_off ||
+	    !atomic_load_explicit(&mgr->nfs[nf_of(f, 0)].live, memory_order_relaxed)) {
+		mgr_drop(&role->stats, SQ_DROP_ICMP_NO_FLOW, pkt);
+		return NULL;
+	}
+	f->pkts++;
+	f->bytes += pkt->pkt_len;
+	sq_pkt_meta(pkt)->flow_id = (uint32_t)pos + 1;
+	return mgr_steer_to_nf(mgr, role, &mgr->nfs[nf_of(f, 0)], pkt);
+}
+
 struct mgr_nf *
 mgr_director_steer(struct mgr *mgr, struct role_ctx *role, const struct sq_cfg_rule *rule,
 		   struct rte_mbuf *pkt)
@@ -717,8 +824,7 @@ mgr_director_steer(struct mgr *mgr, struct role_ctx *role, const struct sq_cfg_r
 	uint64_t t0 = rte_rdtsc();
 
 	if (!flow_key_of(pkt, rule->chain, &k, &flags, &from_lo))
-		/* ARP and the like: any instance of the service will do. */
-		return mgr_steer_to_service(mgr, role, service, pkt);
+		return steer_not_a_flow(mgr, d, role, rule, pkt, service);
 	hash = rte_hash_hash(d->table, &k);
 	pos = rte_hash_lookup_with_hash(d->table, &k, hash);
 	if (pos >= 0) {
@@ -739,6 +845,7 @@ mgr_director_steer(struct mgr *mgr, struct role_ctx *role, const struct sq_cfg_r
 			return NULL;
 		}
 		pos = (int)(f - d->flows);
+		f->syn_from_lo = from_lo;
 		f->pkts++;
 		f->bytes += pkt->pkt_len;
 		f->last_tsc = meta->rx_tsc;
@@ -760,6 +867,11 @@ mgr_director_steer(struct mgr *mgr, struct role_ctx *role, const struct sq_cfg_r
 	f->pkts++;
 	f->bytes += pkt->pkt_len;
 	f->last_tsc = meta->rx_tsc;
+	/* The SYN side's first ACK: the handshake is done (a spoofed SYN never
+	 * sees it; see expire_flows). */
+	if (unlikely(f->tcp && !f->established) && from_lo == f->syn_from_lo &&
+	    (flags & (RTE_TCP_SYN_FLAG | RTE_TCP_ACK_FLAG)) == RTE_TCP_ACK_FLAG)
+		f->established = 1;
 	if (f->tcp && track_tcp(d, f, flags, from_lo, meta->rx_tsc))
 		hand_off(mgr, d, f);
 	meta->flow_id = (uint32_t)pos + 1;
@@ -952,6 +1064,13 @@ expire_flows(struct mgr *mgr, struct director *d, uint64_t now)
 				rte_be_to_cpu_32(f->key.ip_lo), rte_be_to_cpu_16(f->key.port_lo),
 				rte_be_to_cpu_32(f->key.ip_hi), rte_be_to_cpu_16(f->key.port_hi),
 				f->key.proto, f->pkts, f->fins);
+		} else if (f->state == FLOW_OPEN && f->tcp && !f->established &&
+			   now - f->first_tsc > d->half_open_tsc) {
+			/* A SYN flood must not hold the pool's NFs for the idle
+			 * timeout: a handshake not done in flow_half_open_timeout_ms
+			 * ends the flow. */
+			f->state = FLOW_DRAIN;
+			d->st.flows_half_open_expired++;
 		} else if (f->state != FLOW_DRAIN || f->fins == 3) {
 			continue; /* open, lingering, or closed: the closing queue has it */
 		}

@@ -17,9 +17,10 @@ struct lat_hist;
 struct director_stats {
 	uint64_t flows_created;
 	uint64_t flows_active;
-	uint64_t flows_closed;        /* FIN both ways or RST seen */
-	uint64_t flows_idle_expired;  /* ended by the idle timeout */
-	uint64_t flows_ended;         /* entries removed, NFs released */
+	uint64_t flows_closed;            /* FIN both ways or RST seen */
+	uint64_t flows_idle_expired;      /* ended by the idle timeout */
+	uint64_t flows_half_open_expired; /* TCP, never ACKed by its SYN side: ended early */
+	uint64_t flows_ended;             /* entries removed, NFs released */
 	uint64_t handoffs;            /* NFs given back at their flow's close (lifo, no linger) */
 	const struct lat_hist *setup; /* flow setup times, TSC */
 };

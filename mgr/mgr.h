@@ -19,6 +19,7 @@
 
 #include "config.h"
 #include "director.h"
+#include "drop.h"
 #include "latency.h"
 
 extern int sq_logtype_mgr;
@@ -28,31 +29,7 @@ extern int sq_logtype_mgr;
 /* A packet that went through more NF hops than this is looping (TO verdicts). */
 #define SQ_MAX_VISITS 64
 
-/* Every cause a packet can be dropped for, with its user-facing string. */
-#define SQ_FOREACH_DROP(_)                                                                  \
-	_(PARSE, parse, "malformed header")                                                 \
-	_(NO_RULE, no_rule, "no rule matched")                                              \
-	_(NO_NF, no_nf, "no live nf for the service")                                       \
-	_(NF_RING_FULL, nf_ring_full, "nf rx ring full")                                    \
-	_(NF_VERDICT, nf_verdict, "nf returned drop")                                       \
-	_(PORT_TX_FULL, port_tx_full, "port tx queue full")                                 \
-	_(BAD_VERDICT, bad_verdict, "verdict or metadata out of range")                     \
-	_(NF_DIED, nf_died, "queued for an nf that died")                                   \
-	_(OVERSIZE, oversize, "frame larger than the port accepts")                         \
-	_(HOP_LIMIT, hop_limit, "too many nf hops (loop)")                                  \
-	_(SHUTDOWN, shutdown, "in flight at shutdown")                                      \
-	_(STRAY, stray, "tcp packet of no flow and no syn")                                 \
-	_(POOL_EMPTY, pool_empty, "no idle nf for a new flow")                              \
-	_(FLOW_TABLE_FULL, flow_table_full, "flow table full")                              \
-	_(CONFIG_CHANGED, config_changed, "chain, rule or service changed while in flight") \
-	_(SERVICE_FAILED, service_failed, "service failed (crash loop)")
-#define SQ_DROP_ENUM(sym, key, str) SQ_DROP_##sym,
-enum sq_drop { SQ_FOREACH_DROP(SQ_DROP_ENUM) SQ_DROP_MAX };
-extern const char *const sq_drop_keys[SQ_DROP_MAX];
-extern const char *const sq_drop_names[SQ_DROP_MAX];
-
-/* Largest frame accepted from a port: a jumbo frame; beyond that, oversize. */
-#define SQ_MAX_FRAME_BYTES 9018
+/* The drop causes (SQ_FOREACH_DROP) and SQ_MAX_FRAME_BYTES: drop.h. */
 
 /* Counters of one role on one lcore: written by that role only. */
 struct role_stats {
@@ -83,8 +60,9 @@ struct nf_stage {
 
 /* NFs that wait for a wake by timeout, oldest first; one queue per service,
  * since a service's NFs share a timeout and so expire in the order they
- * started to wait. Entries are never searched: an entry whose NF was woken
- * meanwhile is recognised as stale when it reaches the head. */
+ * started to wait. An entry whose NF was woken meanwhile is recognised as
+ * stale when it reaches the head, or dropped when the queue is full (at most
+ * one entry per NF is live, and the queue has room for two per NF). */
 /* An NF waiting for a wake by timeout, since its first waiting packet. Its
  * deadline is since + the timeout at the time of the scan: the NFs of a
  * service share one timeout, so a queue in push order is in deadline order
@@ -95,7 +73,7 @@ struct pending_entry {
 };
 struct pending_queue {
 	struct pending_entry *e;
-	uint32_t cap; /* a power of two; grows when full */
+	uint32_t cap; /* a power of two, twice the service's NFs (mgr_wakeup_queues_init) */
 	uint32_t head, tail;
 };
 
@@ -336,6 +314,7 @@ void mgr_drop_bulk(struct role_stats *st, enum sq_drop cause, struct rte_mbuf **
 /* wakeup.c */
 void mgr_wakeup_init_nf(struct mgr_nf *nf, const struct sq_cfg_wake *cfg);
 int mgr_wakeup_set_policy(struct mgr *mgr, uint16_t service, const struct sq_cfg_wake *cfg);
+int mgr_wakeup_queues_init(struct mgr *mgr, struct role_ctx *role);
 bool mgr_wakeup_hold(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id);
 void mgr_wakeup_check(struct mgr *mgr, struct role_ctx *role);
 void mgr_wakeup_drop_all_held(struct mgr *mgr, struct role_ctx *role, enum sq_drop cause);

@@ -6,102 +6,15 @@
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
 #include <rte_ether.h>
-#include <rte_hash_crc.h>
-#include <rte_ip.h>
-#include <rte_net.h>
 #include <rte_prefetch.h>
 #include <rte_tcp.h>
 
 #include "control.h"
 #include "capture.h"
 #include "mgr.h"
+#include "parse.h"
 
 #define PREFETCH_AHEAD 4
-
-/* A symmetric flow hash: the same for both directions of a connection, so
- * both land on one instance. Sorting each address/port pair makes it so. */
-static uint32_t
-flow_hash_ipv4(const struct rte_ipv4_hdr *ip, const void *l4, bool has_ports)
-{
-	uint32_t a = ip->src_addr, b = ip->dst_addr;
-	uint32_t ports = 0;
-	uint32_t h;
-
-	if (has_ports) {
-		const uint16_t *p = l4;
-		uint16_t s = p[0], d = p[1];
-
-		ports = s < d ? ((uint32_t)s << 16 | d) : ((uint32_t)d << 16 | s);
-	}
-	h = rte_hash_crc_4byte(a < b ? a : b, ip->next_proto_id);
-	h = rte_hash_crc_4byte(a < b ? b : a, h);
-	return rte_hash_crc_4byte(ports, h);
-}
-
-/* A frame whose EtherType says IPv4 must carry a readable, consistent IPv4
- * header: NFs trust l3_len and the addresses. rte_net_get_ptype() stops
- * quietly at a header it cannot read, so this check is ours.
- * @return the IPv4 header, or NULL if malformed. */
-static const struct rte_ipv4_hdr *
-check_ipv4(const struct rte_mbuf *pkt, uint32_t l2_len)
-{
-	const struct rte_ipv4_hdr *ip;
-	uint32_t hdr_len, total_len;
-
-	if (unlikely(pkt->data_len < l2_len + sizeof(*ip)))
-		return NULL;
-	ip = rte_pktmbuf_mtod_offset(pkt, const struct rte_ipv4_hdr *, l2_len);
-	hdr_len = rte_ipv4_hdr_len(ip);
-	total_len = rte_be_to_cpu_16(ip->total_length);
-	if (unlikely((ip->version_ihl >> 4) != 4 || hdr_len < sizeof(*ip) ||
-		     pkt->data_len < l2_len + hdr_len || total_len < hdr_len ||
-		     pkt->pkt_len < l2_len + total_len))
-		return NULL;
-	return ip;
-}
-
-/* "No drop": the drop causes start at 0, so success needs a value of its own. */
-#define PARSE_OK SQ_DROP_MAX
-
-/* Parse once and keep the result in the mbuf (packet_type, l2/l3/l4 lengths,
- * hash.rss) for every NF. @return PARSE_OK, or the drop cause. */
-static enum sq_drop
-parse_pkt(struct rte_mbuf *pkt)
-{
-	struct rte_net_hdr_lens lens = {0};
-	const struct rte_ipv4_hdr *ip;
-	uint16_t ether_type;
-	uint32_t ptype;
-
-	if (unlikely(pkt->pkt_len > SQ_MAX_FRAME_BYTES))
-		return SQ_DROP_OVERSIZE;
-	if (unlikely(pkt->data_len < sizeof(struct rte_ether_hdr)))
-		return SQ_DROP_PARSE;
-	ptype = rte_net_get_ptype(pkt, &lens, RTE_PTYPE_ALL_MASK);
-	pkt->packet_type = ptype;
-	pkt->l2_len = lens.l2_len;
-	pkt->l3_len = lens.l3_len;
-	pkt->l4_len = lens.l4_len;
-	pkt->hash.rss = 0;
-	if (lens.l2_len < sizeof(struct rte_ether_hdr) || lens.l2_len > pkt->data_len)
-		return SQ_DROP_PARSE;
-	/* The EtherType after any VLAN tags: the last two bytes of L2. */
-	ether_type = *rte_pktmbuf_mtod_offset(pkt, const uint16_t *, lens.l2_len - 2);
-	if (ether_type != rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4))
-		return PARSE_OK;
-	ip = check_ipv4(pkt, lens.l2_len);
-	if (unlikely(ip == NULL))
-		return SQ_DROP_PARSE;
-	{
-		uint32_t l4 = ptype & RTE_PTYPE_L4_MASK;
-		bool ports = (l4 == RTE_PTYPE_L4_TCP || l4 == RTE_PTYPE_L4_UDP) &&
-			     pkt->data_len >= lens.l2_len + lens.l3_len + 4;
-
-		pkt->hash.rss = flow_hash_ipv4(
-			ip, rte_pktmbuf_mtod_offset(pkt, void *, lens.l2_len + lens.l3_len), ports);
-	}
-	return PARSE_OK;
-}
 
 static bool
 is_fin_or_rst(const struct rte_mbuf *pkt)
@@ -141,8 +54,8 @@ rx_one(struct mgr *mgr, uint16_t port_idx, struct rte_mbuf *pkt, uint64_t now_ts
 	struct mgr_nf *nf;
 	enum sq_drop cause;
 
-	cause = parse_pkt(pkt);
-	if (unlikely(cause != PARSE_OK)) {
+	cause = mgr_parse_pkt(pkt);
+	if (unlikely(cause != SQ_DROP_MAX)) {
 		mgr_drop(&role->stats, cause, pkt);
 		return;
 	}

@@ -268,6 +268,7 @@ mgr_stats_visit_flows(const struct mgr *mgr, struct stats_sink *s)
 	s->u64(s, "flows_created", st.flows_created);
 	s->u64(s, "flows_closed", st.flows_closed);
 	s->u64(s, "flows_idle_expired", st.flows_idle_expired);
+	s->u64(s, "flows_half_open_expired", st.flows_half_open_expired);
 	s->u64(s, "flows_ended", st.flows_ended);
 	s->u64(s, "handoffs", st.handoffs);
 	if (st.setup != NULL) {

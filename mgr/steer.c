@@ -31,7 +31,8 @@ mgr_role_init(struct mgr *mgr, struct role_ctx *role)
 	role->touched = calloc(n, sizeof(*role->touched));
 	role->n_queues = SQ_MAX_SERVICES;
 	role->pending = calloc(role->n_queues ? role->n_queues : 1, sizeof(*role->pending));
-	if (role->stages == NULL || role->touched == NULL || role->pending == NULL) {
+	if (role->stages == NULL || role->touched == NULL || role->pending == NULL ||
+	    mgr_wakeup_queues_init(mgr, role) < 0) {
 		mgr_role_free(role);
 		return -ENOMEM;
 	}

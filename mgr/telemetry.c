@@ -27,6 +27,7 @@
 #include "control.h"
 #include "mgr.h"
 #include "stats.h"
+#include "telemetry_args.h"
 
 /* Telemetry replies are capped at 16 KB; an NF's entry is ~750 B with long
  * counter values, so 24 could overflow (DPDK then drops the last ones). */
@@ -162,14 +163,8 @@ cmd_nfs(const char *cmd, const char *params, struct rte_tel_data *d)
 	struct tel_sink t;
 
 	(void)cmd;
-	if (params != NULL && *params != '\0') {
-		char *end;
-		unsigned long v = strtoul(params, &end, 10);
-
-		if (*end != '\0')
-			return tel_error(d, "expected /squall/nfs[,FIRST_ID]");
-		first = (uint32_t)v;
-	}
+	if (tel_args_nfs(params, &first) < 0)
+		return tel_error(d, "expected /squall/nfs[,FIRST_ID]");
 	tel_sink_init(&t, d);
 	mgr_stats_visit_nfs(tel_mgr, &t.sink, first, NFS_PAGE);
 	/* Paging: "next" is the first id of the next page, when there is one. */
@@ -229,30 +224,18 @@ static int
 cmd_gen_rate(const char *cmd, const char *params, struct rte_tel_data *d)
 {
 	static const char usage[] = "expected /squall/gen_rate,PPS[,PORT] (PPS 0..1e9 or max)";
-	char buf[64], *save = NULL, *pps, *port;
+	struct tel_gen_rate_args a;
 	const char *why = NULL;
 	uint64_t rate;
-	char *end;
 	int idx;
 
 	(void)cmd;
-	if (params == NULL || snprintf(buf, sizeof(buf), "%s", params) >= (int)sizeof(buf))
+	if (tel_args_gen_rate(params, &a) < 0)
 		return tel_error(d, usage);
-	pps = strtok_r(buf, ",", &save);
-	port = strtok_r(NULL, ",", &save);
-	if (pps == NULL)
-		return tel_error(d, usage);
-	idx = find_gen(port, &why);
+	idx = find_gen(a.port, &why);
 	if (idx < 0)
 		return tel_error(d, why);
-	if (strcmp(pps, "max") == 0) {
-		rate = UINT64_MAX;
-	} else {
-		errno = 0;
-		rate = strtoull(pps, &end, 10);
-		if (errno != 0 || *end != '\0' || rate > 1000000000ull)
-			return tel_error(d, usage);
-	}
+	rate = a.rate_pps;
 	mgr_gen_set_rate(tel_mgr, idx, rate);
 	rte_tel_data_start_dict(d);
 	rte_tel_data_add_dict_u64(d, "rate_pps", rate);
@@ -279,39 +262,25 @@ cmd_wake(const char *cmd, const char *params, struct rte_tel_data *d)
 	static const char usage[] = "expected /squall/wake,SERVICE,min|fixed|adaptive[,THRESH_PKTS "
 				    "1..65536[,TIMEOUT_US "
 				    "1..10000000]]";
-	char buf[128], *save = NULL, *svc_name, *policy, *thresh, *timeout, *end;
+	struct tel_wake_args a;
+	const char *svc_name;
 	struct sq_cfg_wake w;
 	int svc;
 
 	(void)cmd;
-	if (params == NULL || snprintf(buf, sizeof(buf), "%s", params) >= (int)sizeof(buf))
+	if (tel_args_wake(params, &a) < 0)
 		return tel_error(d, usage);
-	svc_name = strtok_r(buf, ",", &save);
-	policy = strtok_r(NULL, ",", &save);
-	thresh = strtok_r(NULL, ",", &save);
-	timeout = strtok_r(NULL, ",", &save);
-	if (svc_name == NULL || policy == NULL)
-		return tel_error(d, usage);
+	svc_name = a.service;
 	svc = sq_config_service_index(tel_mgr->cfg, svc_name);
 	if (svc < 0)
 		return tel_error(d, "no such service");
 	w = tel_mgr->cfg->services[svc].wake;
-	if (parse_policy(policy, &w.policy) < 0)
+	if (parse_policy(a.policy, &w.policy) < 0)
 		return tel_error(d, usage);
-	if (thresh != NULL) {
-		unsigned long v = strtoul(thresh, &end, 10);
-
-		if (*end != '\0' || v == 0 || v > 65536)
-			return tel_error(d, usage);
-		w.thresh_pkts = (uint32_t)v;
-	}
-	if (timeout != NULL) {
-		unsigned long v = strtoul(timeout, &end, 10);
-
-		if (*end != '\0' || v == 0 || v > 10000000)
-			return tel_error(d, usage);
-		w.timeout_ns = (uint64_t)v * 1000;
-	}
+	if (a.has_thresh)
+		w.thresh_pkts = a.thresh_pkts;
+	if (a.has_timeout)
+		w.timeout_ns = a.timeout_ns;
 	mgr_wakeup_set_policy(tel_mgr, (uint16_t)svc, &w);
 	rte_tel_data_start_dict(d);
 	rte_tel_data_add_dict_string(d, "service", svc_name);

@@ -168,29 +168,68 @@ is_asleep(const struct mgr_nf *nf)
 	return atomic_load_explicit(&nf->ctl->state, memory_order_relaxed) == SQ_NF_ASLEEP;
 }
 
-static void
-queue_push(struct pending_queue *q, uint32_t id, uint64_t since)
+/* An entry is live while its NF still waits that wait: at most one per NF.
+ * The rest are stale (the NF was woken, or slept again and waits anew). */
+static bool
+entry_live(const struct role_ctx *role, const struct pending_entry *e)
 {
-	if (q->tail - q->head == q->cap) {
-		uint32_t cap = q->cap ? q->cap * 2 : 64;
-		struct pending_entry *e = malloc(cap * sizeof(*e));
+	const struct nf_stage *stage = &role->stages[e->nf_id];
 
-		if (e == NULL)
-			rte_panic("squall-mgr: out of memory for the wake queue\n");
-		for (uint32_t i = 0; i < q->tail - q->head; i++)
-			e[i] = q->e[(q->head + i) & (q->cap - 1)];
-		free(q->e);
-		q->tail -= q->head;
-		q->head = 0;
-		q->e = e;
-		q->cap = cap;
+	return stage->pending && stage->pending_since == e->since;
+}
+
+/* Each service's queue holds twice its NFs, allocated before the packets
+ * flow: the packet path never allocates. */
+int
+mgr_wakeup_queues_init(struct mgr *mgr, struct role_ctx *role)
+{
+	for (uint16_t s = 0; s < role->n_queues; s++) {
+		struct pending_queue *q = &role->pending[s];
+
+		q->cap = rte_align32pow2(RTE_MAX(2 * mgr->services[s].n_nfs, 2u));
+		q->e = calloc(q->cap, sizeof(*q->e));
+		if (q->e == NULL)
+			return -ENOMEM;
 	}
+	return 0;
+}
+
+/* Full: drop the stale entries, in place, keeping the order (deadline
+ * order). With at most one live entry per NF and twice as many slots as
+ * NFs, at least half the queue comes free, so this runs at most once per
+ * NF-count pushes. */
+static void
+queue_compact(struct role_ctx *role, struct pending_queue *q)
+{
+	uint32_t out = q->head;
+
+	for (uint32_t i = q->head; i != q->tail; i++) {
+		const struct pending_entry *e = &q->e[i & (q->cap - 1)];
+
+		if (entry_live(role, e))
+			q->e[out++ & (q->cap - 1)] = *e;
+	}
+	role->n_pending -= q->tail - out;
+	q->tail = out;
+}
+
+/* @return false if there is no room, which the bound above rules out. */
+static bool
+queue_push(struct role_ctx *role, struct pending_queue *q, uint32_t id, uint64_t since)
+{
+	if (q->tail - q->head == q->cap)
+		queue_compact(role, q);
+	if (unlikely(q->tail - q->head == q->cap))
+		return false;
 	q->e[q->tail++ & (q->cap - 1)] = (struct pending_entry){id, since};
+	role->n_pending++;
+	return true;
 }
 
 /* From now on the NF waits for a wake by timeout (unless the threshold comes
- * first): queue it once per wait, timed from its first waiting packet. */
-static void
+ * first): queue it once per wait, timed from its first waiting packet.
+ * @return false if it could not be queued: wake it some other way. */
+static bool
 start_waiting(struct mgr *mgr, struct role_ctx *role, uint32_t id)
 {
 	struct nf_stage *stage = &role->stages[id];
@@ -198,12 +237,15 @@ start_waiting(struct mgr *mgr, struct role_ctx *role, uint32_t id)
 
 	/* Still the same wait? A wake and a new sleep since start a new one. */
 	if (stage->pending && stage->pending_sleeps == nf->ctl->sleeps)
-		return;
+		return true;
 	stage->pending = true;
 	stage->pending_since = rte_rdtsc();
 	stage->pending_sleeps = nf->ctl->sleeps;
-	queue_push(&role->pending[nf->service], id, stage->pending_since);
-	role->n_pending++;
+	if (unlikely(!queue_push(role, &role->pending[nf->service], id, stage->pending_since))) {
+		stage->pending = false;
+		return false;
+	}
+	return true;
 }
 
 /* Keep this round's packets for a sleeping NF in the stage while they and
@@ -221,9 +263,10 @@ mgr_wakeup_hold(struct mgr *mgr, struct role_ctx *role, uint32_t id)
 	thresh = thresh_now(mgr, nf);
 	if (stage->n >= thresh || stage->n + rte_ring_count(nf->rx) >= thresh)
 		return false;
+	if (unlikely(!start_waiting(mgr, role, id)))
+		return false; /* no timeout to wake it by: send them now */
 	stage->held_pkts += stage->n - stage->n_counted;
 	stage->n_counted = stage->n;
-	start_waiting(mgr, role, id);
 	return true;
 }
 
@@ -250,7 +293,10 @@ mgr_wakeup_check(struct mgr *mgr, struct role_ctx *role)
 			stage->pending = false; /* its queue entry is stale now */
 			continue;
 		}
-		start_waiting(mgr, role, id); /* below threshold: timed from now */
+		/* Below threshold: timed from now (or, with no room to time it,
+		 * woken now). */
+		if (unlikely(!start_waiting(mgr, role, id)))
+			wake(mgr, nf, WAKE_TIMEOUT);
 	}
 }
 
@@ -262,7 +308,7 @@ expire(struct mgr *mgr, struct role_ctx *role, const struct pending_entry *e)
 	struct nf_stage *stage = &role->stages[e->nf_id];
 	struct mgr_nf *nf = &mgr->nfs[e->nf_id];
 
-	if (!stage->pending || stage->pending_since != e->since)
+	if (!entry_live(role, e))
 		return false; /* stale: this wait ended, another may have begun */
 	stage->pending = false;
 	if (stage->n > 0) {
@@ -277,8 +323,8 @@ expire(struct mgr *mgr, struct role_ctx *role, const struct pending_entry *e)
 		return false; /* awake: it takes what we just gave it */
 	if (nf->ctl->sleeps != stage->pending_sleeps) {
 		/* It woke and slept again since: this wait started later. */
-		start_waiting(mgr, role, e->nf_id);
-		return true;
+		if (start_waiting(mgr, role, e->nf_id))
+			return true;
 	}
 	wake(mgr, nf, WAKE_TIMEOUT);
 	return false;

@@ -11,15 +11,26 @@
 #   scripts/netns.sh down     remove everything; no error if already gone
 #   scripts/netns.sh status   show what exists
 #
+# Another set of the same shape, e.g. for a long benchmark that must not
+# take the namespaces the tests use (the defaults are the values above):
+#   SQUALL_NETNS_CLIENT=sqsoak-c SQUALL_NETNS_SERVER=sqsoak-s \
+#   SQUALL_NETNS_DEV=sqk SQUALL_NETNS_NET=10.78.0 scripts/netns.sh up
+# makes ns sqsoak-c (sqk-c0 10.78.0.1) and sqsoak-s (sqk-s0 10.78.0.2)
+# with root ends sqk-c1 and sqk-s1.
+#
 # Offloads are off on all four ends (the manager would otherwise see 64 KB GSO
 # frames and packets with partial checksums), and IPv6 is off so no router
 # solicitations or DAD probes add noise to packet counts.
 set -euo pipefail
 
+CLIENT_NS=${SQUALL_NETNS_CLIENT:-client}
+SERVER_NS=${SQUALL_NETNS_SERVER:-server}
+DEV=${SQUALL_NETNS_DEV:-sq}    # devices DEV-c0, DEV-c1, DEV-s0, DEV-s1 (<= 12 chars)
+NET=${SQUALL_NETNS_NET:-10.77.0} # a /24: client .1, server .2
 # name of ns, ns-side dev, root-side dev, address, MAC
 HOSTS=(
-	"client sq-c0 sq-c1 10.77.0.1/24 02:00:00:00:00:01"
-	"server sq-s0 sq-s1 10.77.0.2/24 02:00:00:00:00:02"
+	"$CLIENT_NS $DEV-c0 $DEV-c1 $NET.1/24 02:00:00:00:00:01"
+	"$SERVER_NS $DEV-s0 $DEV-s1 $NET.2/24 02:00:00:00:00:02"
 )
 MTU=1500
 OFFLOADS=(tx tso gso gro rx)
@@ -30,7 +41,7 @@ die() {
 }
 
 usage() {
-	sed -n '4,12s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+	sed -n '4,19s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
 }
 
 ns_exists() { ip netns list 2>/dev/null | awk '{print $1}' | grep -qxF -- "$1"; }
@@ -151,6 +162,7 @@ cmd_status() {
 	done
 }
 
+[[ ${#DEV} -le 12 ]] || die "SQUALL_NETNS_DEV=$DEV: at most 12 characters (device names)"
 [[ $EUID -eq 0 ]] || die "run as root"
 command -v ip >/dev/null || die "ip (iproute2) not found; run scripts/setup.sh"
 

@@ -23,13 +23,18 @@ BUILD_DIR=build
 
 # Needed to build and test; a missing one is fatal. prometheus (and promtool),
 # chromium and chromium-driver: the exporter and dashboard tests
-# (test_exporter.py, test_dashboard.py) run them, as a user would.
+# (test_exporter.py, test_dashboard.py) run them, as a user would. clang and
+# its runtimes: the libFuzzer targets (tests/fuzz); libasan8/libubsan1: gcc's
+# sanitizer build (make asan); llvm: llvm-symbolizer for readable sanitizer
+# reports. tshark reads the captures' pcapng; libssl-dev (libcrypto) for the
+# aes NF, libvectorscan-dev for the dpi NF.
 REQUIRED_PKGS=(
 	libdpdk-dev dpdk dpdk-dev meson ninja-build pkg-config gcc
 	libyaml-dev libpcap-dev libbpf-dev libxdp-dev
 	iproute2 iputils-ping ethtool curl procps python3-venv clang-format make
 	apache2-utils tcpdump libssl-dev tshark libvectorscan-dev
 	prometheus chromium chromium-driver
+	clang libclang-rt-14-dev llvm libasan8 libubsan1
 )
 # Traffic and developer tools (DESIGN.md §10); missing from the archive = a warning.
 # Peers for side-by-side benchmarks (python/squall/bench/peers): nftables for

@@ -84,22 +84,27 @@ fw_match(const struct fw_rules *rules, const struct fw_key *k)
 }
 
 /**
- * The key of the IPv4 packet at @p ip, @p len bytes from the IP header on.
- * Ports are read from TCP, UDP and SCTP headers of unfragmented packets and
- * first fragments; a later fragment has none (has_ports false), so rules
- * with ports do not match it.
- * @return 0, or -EINVAL if the IP header is truncated or its IHL is < 5.
+ * The key of the IPv4 packet at @p ip, @p len bytes from the IP header on
+ * (what the frame holds; the packet itself ends at its IP total length, and
+ * any bytes past it are padding, never read). Ports are read from TCP, UDP
+ * and SCTP headers of unfragmented packets and first fragments; a later
+ * fragment has none (has_ports false), so rules with ports do not match it.
+ * @return 0, or -EINVAL if malformed: the IP header truncated or its IHL
+ * < 5, a total length shorter than the header or longer than the frame, or
+ * a TCP/UDP/SCTP packet (or first fragment) too short for its ports, which
+ * would otherwise slip past every rule with ports.
  */
 static inline int
 fw_key_from_ipv4(const struct rte_ipv4_hdr *ip, uint32_t len, struct fw_key *k)
 {
-	uint32_t ihl_bytes;
+	uint32_t ihl_bytes, total_len;
 	const uint8_t *l4;
 
 	if (len < sizeof(*ip))
 		return -EINVAL;
 	ihl_bytes = (uint32_t)(ip->version_ihl & RTE_IPV4_HDR_IHL_MASK) * 4;
-	if (ihl_bytes < sizeof(*ip) || ihl_bytes > len)
+	total_len = rte_be_to_cpu_16(ip->total_length);
+	if (ihl_bytes < sizeof(*ip) || ihl_bytes > total_len || total_len > len)
 		return -EINVAL;
 	k->src = rte_be_to_cpu_32(ip->src_addr);
 	k->dst = rte_be_to_cpu_32(ip->dst_addr);
@@ -110,8 +115,8 @@ fw_key_from_ipv4(const struct rte_ipv4_hdr *ip, uint32_t len, struct fw_key *k)
 		return 0;
 	if (k->proto != IPPROTO_TCP && k->proto != IPPROTO_UDP && k->proto != IPPROTO_SCTP)
 		return 0;
-	if (len < ihl_bytes + 4)
-		return 0;
+	if (total_len < ihl_bytes + 4)
+		return -EINVAL;
 	/* The ports are the first 4 bytes of all three headers. */
 	l4 = (const uint8_t *)ip + ihl_bytes;
 	k->sport = (uint16_t)(l4[0] << 8 | l4[1]);

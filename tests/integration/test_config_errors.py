@@ -51,6 +51,13 @@ CASES = [
     Case("unknown-manager-key", 5, "  stats_interval: 0", r"stats_interval(?!_ms)"),
     Case("wrong-type-int", 16, "    instances: many", r"instances"),
     Case("wrong-type-manager", 4, "  mbufs: [1, 2]", r"mbufs"),
+    Case("half-open-zero", 5, "  flow_half_open_timeout_ms: 0", r"flow_half_open_timeout_ms"),
+    Case(
+        "half-open-too-long",
+        5,
+        "  flow_half_open_timeout_ms: 3600001",
+        r"flow_half_open_timeout_ms",
+    ),
     Case("wrong-mode", 15, "    mode: sometimes", r"mode"),
     Case("chain-missing-service", 19, "    services: [s1, nope]", r"services"),
     Case("missing-nf-exec", 14, "    exec: squall-nf-doesnotexist", r"exec"),

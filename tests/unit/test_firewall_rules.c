@@ -126,13 +126,25 @@ test_key_from_packet(void)
 	ip->next_proto_id = IPPROTO_UDP;
 	ip->src_addr = rte_cpu_to_be_32(0x0a000001);
 	ip->dst_addr = rte_cpu_to_be_32(0x0a000002);
+	ip->total_length = rte_cpu_to_be_16(28);
 	buf[20] = 0x12, buf[21] = 0x34, buf[22] = 0x00, buf[23] = 0x35;
 	CHECK(fw_key_from_ipv4(ip, 28, &k) == 0);
 	CHECK(k.src == 0x0a000001 && k.dst == 0x0a000002 && k.proto == IPPROTO_UDP);
 	CHECK(k.has_ports && k.sport == 0x1234 && k.dport == 53);
 
-	/* Ports cut off: the 3-tuple is still there. */
-	CHECK(fw_key_from_ipv4(ip, 22, &k) == 0 && !k.has_ports);
+	/* Padding past the total length is not read: the same key. */
+	CHECK(fw_key_from_ipv4(ip, 64, &k) == 0 && k.has_ports && k.dport == 53);
+	/* The frame shorter than the total length, or the total length shorter
+	 * than the ports (padding holding them would be read before): malformed. */
+	CHECK(fw_key_from_ipv4(ip, 22, &k) == -EINVAL);
+	ip->total_length = rte_cpu_to_be_16(22);
+	CHECK(fw_key_from_ipv4(ip, 28, &k) == -EINVAL);
+	ip->total_length = rte_cpu_to_be_16(20);
+	CHECK(fw_key_from_ipv4(ip, 28, &k) == -EINVAL);
+	/* A total length shorter than the header. */
+	ip->total_length = rte_cpu_to_be_16(16);
+	CHECK(fw_key_from_ipv4(ip, 28, &k) == -EINVAL);
+	ip->total_length = rte_cpu_to_be_16(28);
 	/* Truncated IP header, bad IHL. */
 	CHECK(fw_key_from_ipv4(ip, 19, &k) == -EINVAL);
 	ip->version_ihl = 0x44;
@@ -155,6 +167,8 @@ test_key_from_packet(void)
 	/* Protocols without ports. */
 	ip->fragment_offset = 0;
 	ip->next_proto_id = IPPROTO_ICMP;
+	CHECK(fw_key_from_ipv4(ip, 28, &k) == 0 && !k.has_ports && k.proto == IPPROTO_ICMP);
+	ip->total_length = rte_cpu_to_be_16(20);
 	CHECK(fw_key_from_ipv4(ip, 28, &k) == 0 && !k.has_ports && k.proto == IPPROTO_ICMP);
 }
 

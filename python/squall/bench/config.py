@@ -110,7 +110,10 @@ def nf_service(kind: str, name: str | None = None, *, out: int | None = None, **
             name, "squall-nf-l3fwd", [*other, f"--route={L3FWD_MATCH_ROUTE}={hop}"], **kw
         )
     if kind == "firewall":
-        return Service(name, "squall-nf-firewall", [f"--rule={r}" for r in FIREWALL_RULES], **kw)
+        # --non-ipv4=allow: ARP between the kernel peers must pass (the NF denies
+        # what its IPv4 rules cannot judge by default).
+        rules = [f"--rule={r}" for r in FIREWALL_RULES]
+        return Service(name, "squall-nf-firewall", [*rules, "--non-ipv4=allow"], **kw)
     # Stateful NFs (docs/nf-api.md "Stateful NFs"): the generator's flows are
     # UDP from 10.0.0.0/8, so conntrack commits each flow's first packet and
     # tracks the rest, nat SNATs every flow, lb balances none (not its VIP)

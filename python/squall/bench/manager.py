@@ -58,7 +58,7 @@ class Manager:
             *options,
             str(self.config_path),
         ]
-        self.want_nfs = sum(int(s.get("instances", 1)) for s in cfg["services"])
+        self.want_nfs = nfs_at_start(cfg)
         self.proc: subprocess.Popen[bytes] | None = None
         self.returncode: int | None = None
         self.exit_stats: dict[str, Any] | None = None
@@ -222,6 +222,25 @@ class Manager:
         tb: TracebackType | None,
     ) -> None:
         self.cleanup()
+
+
+def nfs_at_start(cfg: dict[str, Any]) -> int:
+    """The NFs the manager starts: every instance, but pool_idle of a
+    per-flow service (one a per-flow rule's chain runs; docs/config.md)."""
+    chains = {c["name"]: c["services"] for c in cfg["chains"]}
+    pooled = {
+        svc
+        for r in cfg["rules"]
+        if r.get("assign") == "per-flow"
+        for svc in chains.get(r["chain"], [])
+    }
+    n = 0
+    for s in cfg["services"]:
+        instances = int(s.get("instances", 1))
+        n += (
+            min(instances, int(s.get("pool_idle", instances))) if s["name"] in pooled else instances
+        )
+    return n
 
 
 def _nf_pids(region: str) -> list[int]:

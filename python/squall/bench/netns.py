@@ -4,17 +4,23 @@ through the root-namespace ends sq-c1 and sq-s1 that the system under test
 (Squall or a peer) joins. Servers (iperf3, nginx or python's http.server)
 run in ns server; clients (iperf3, wrk) in ns client. Every command has a
 timeout; every process started here is stopped here.
+
+Those names are global: tests use them under flock /tmp/squall-netns.lock.
+A long run can take a set of its own, passing ``hosts=`` (a :class:`Hosts`,
+e.g. :data:`SOAK`) to every call here; the default is the set above.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import signal
 import subprocess
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +34,53 @@ HTTP_PORT = 8080
 NETNS_TIMEOUT_S = 60.0
 
 
-def netns(action: str) -> str:
+@dataclass(frozen=True)
+class Hosts:
+    """A set of the two namespaces (scripts/netns.sh's SQUALL_NETNS_* variables)."""
+
+    client_ns: str = CLIENT_NS
+    server_ns: str = SERVER_NS
+    dev: str = "sq"  # devices DEV-c0 (in client_ns), DEV-c1 (root), DEV-s0, DEV-s1
+    net: str = "10.77.0"  # a /24: client .1, server .2
+
+    @property
+    def client_ip(self) -> str:
+        return f"{self.net}.1"
+
+    @property
+    def server_ip(self) -> str:
+        return f"{self.net}.2"
+
+    @property
+    def client_end(self) -> str:
+        """The root-namespace end the system under test joins, client side."""
+        return f"{self.dev}-c1"
+
+    @property
+    def server_end(self) -> str:
+        return f"{self.dev}-s1"
+
+    def env_vars(self) -> dict[str, str]:
+        """What scripts/netns.sh reads to make this set."""
+        return {
+            "SQUALL_NETNS_CLIENT": self.client_ns,
+            "SQUALL_NETNS_SERVER": self.server_ns,
+            "SQUALL_NETNS_DEV": self.dev,
+            "SQUALL_NETNS_NET": self.net,
+        }
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, **self.env_vars()}
+
+
+DEFAULT = Hosts()
+# The soak's own (bench/experiments/soak.py): an hour in the tests' namespaces
+# would hold their lock that long.
+SOAK = Hosts("sqsoak-c", "sqsoak-s", "sqk", "10.78.0")
+SOAK_QUICK = Hosts("sqsoakq-c", "sqsoakq-s", "sqq", "10.79.0")  # its --quick, beside a full run
+
+
+def netns(action: str, hosts: Hosts = DEFAULT) -> str:
     """scripts/netns.sh up|down; raises BenchError with its output on failure."""
     try:
         r = subprocess.run(
@@ -37,6 +89,7 @@ def netns(action: str) -> str:
             text=True,
             timeout=NETNS_TIMEOUT_S,
             check=False,
+            env=hosts.env(),
         )
     except subprocess.TimeoutExpired:
         raise BenchError(f"{NETNS_SH} {action}: timed out after {NETNS_TIMEOUT_S:g} s") from None
@@ -102,12 +155,12 @@ def wait_listening(ns: str, port: int, proc: Background, timeout_s: float = 10.0
         time.sleep(0.1)
 
 
-def wait_path(timeout_s: float = 15.0) -> float:
+def wait_path(timeout_s: float = 15.0, hosts: Hosts = DEFAULT) -> float:
     """Ping server from client until one answer comes back; the seconds it took."""
     t0 = time.monotonic()
     while True:
         r = subprocess.run(
-            in_ns(CLIENT_NS, ["ping", "-c", "1", "-W", "1", SERVER_IP]),
+            in_ns(hosts.client_ns, ["ping", "-c", "1", "-W", "1", hosts.server_ip]),
             capture_output=True,
             text=True,
             timeout=5,
@@ -116,7 +169,7 @@ def wait_path(timeout_s: float = 15.0) -> float:
         if r.returncode == 0:
             return time.monotonic() - t0
         if time.monotonic() - t0 > timeout_s:
-            raise BenchError(f"no ping reply from {SERVER_IP} within {timeout_s:g} s")
+            raise BenchError(f"no ping reply from {hosts.server_ip} within {timeout_s:g} s")
 
 
 def _ns_hint() -> str:
@@ -126,13 +179,13 @@ def _ns_hint() -> str:
     )
 
 
-def start_iperf3_server(workdir: Path) -> Background:
+def start_iperf3_server(workdir: Path, hosts: Hosts = DEFAULT) -> Background:
     srv = Background(
-        SERVER_NS,
-        ["iperf3", "-s", "-B", SERVER_IP, "-p", str(IPERF_PORT)],
+        hosts.server_ns,
+        ["iperf3", "-s", "-B", hosts.server_ip, "-p", str(IPERF_PORT)],
         workdir / "iperf3-server.log",
     )
-    wait_listening(SERVER_NS, IPERF_PORT, srv)
+    wait_listening(hosts.server_ns, IPERF_PORT, srv)
     return srv
 
 
@@ -157,7 +210,9 @@ http {{
 """
 
 
-def start_http_server(workdir: Path, body_bytes: int) -> tuple[Background, str]:
+def start_http_server(
+    workdir: Path, body_bytes: int, hosts: Hosts = DEFAULT
+) -> tuple[Background, str]:
     """nginx (one worker) in ns server serving one file of body_bytes, else
     python's http.server. Returns the process and the server's name."""
     www = workdir / "www"
@@ -169,28 +224,28 @@ def start_http_server(workdir: Path, body_bytes: int) -> tuple[Background, str]:
     )
     if nginx:
         conf = workdir / "nginx.conf"
-        conf.write_text(NGINX_CONF.format(prefix=workdir, ip=SERVER_IP, port=HTTP_PORT))
+        conf.write_text(NGINX_CONF.format(prefix=workdir, ip=hosts.server_ip, port=HTTP_PORT))
         srv = Background(
-            SERVER_NS, [nginx, "-c", str(conf), "-p", str(workdir)], workdir / "nginx.log"
+            hosts.server_ns, [nginx, "-c", str(conf), "-p", str(workdir)], workdir / "nginx.log"
         )
         name = "nginx (1 worker)"
     else:
-        cmd = ["python3", "-m", "http.server", str(HTTP_PORT), "--bind", SERVER_IP,
+        cmd = ["python3", "-m", "http.server", str(HTTP_PORT), "--bind", hosts.server_ip,
                "--directory", str(www)]  # fmt: skip
-        srv = Background(SERVER_NS, cmd, workdir / "http.log")
+        srv = Background(hosts.server_ns, cmd, workdir / "http.log")
         name = "python3 -m http.server"
-    wait_listening(SERVER_NS, HTTP_PORT, srv)
+    wait_listening(hosts.server_ns, HTTP_PORT, srv)
     return srv, name
 
 
 def iperf3(
-    seconds: float, streams: int = 1, reverse: bool = False
+    seconds: float, streams: int = 1, reverse: bool = False, hosts: Hosts = DEFAULT
 ) -> tuple[dict[str, Any], list[str]]:
     """One iperf3 TCP run client -> server (reverse: server -> client).
     Returns (figures, command)."""
-    cmd = ["iperf3", "-c", SERVER_IP, "-p", str(IPERF_PORT), "-t", f"{seconds:g}", "-J",
+    cmd = ["iperf3", "-c", hosts.server_ip, "-p", str(IPERF_PORT), "-t", f"{seconds:g}", "-J",
            "-P", str(streams), *(["-R"] if reverse else [])]  # fmt: skip
-    full = in_ns(CLIENT_NS, cmd)
+    full = in_ns(hosts.client_ns, cmd)
     r = subprocess.run(full, capture_output=True, text=True, timeout=seconds + 30, check=False)
     try:
         data = json.loads(r.stdout)
@@ -219,10 +274,10 @@ def _wrk_us(text: str) -> float:
 
 
 def wrk(
-    seconds: float, connections: int = 16, threads: int = 1
+    seconds: float, connections: int = 16, threads: int = 1, hosts: Hosts = DEFAULT
 ) -> tuple[dict[str, Any], list[str]]:
     """wrk against the HTTP server; requests/s and latency percentiles (us)."""
-    url = f"http://{SERVER_IP}:{HTTP_PORT}/blob.bin"
+    url = f"http://{hosts.server_ip}:{HTTP_PORT}/blob.bin"
     cmd = [
         "wrk",
         f"-t{threads}",
@@ -231,7 +286,7 @@ def wrk(
         "--latency",
         url,
     ]
-    full = in_ns(CLIENT_NS, cmd)
+    full = in_ns(hosts.client_ns, cmd)
     r = subprocess.run(full, capture_output=True, text=True, timeout=seconds + 30, check=False)
     if r.returncode != 0:
         raise BenchError(f"wrk exited {r.returncode}: {r.stderr.strip()}{_ns_hint()}")
@@ -256,13 +311,13 @@ def _ms_to_us(text: str | None) -> float:
 
 
 def ab(
-    requests: int, concurrency: int, timeout_s: float = 120.0
+    requests: int, concurrency: int, timeout_s: float = 120.0, hosts: Hosts = DEFAULT
 ) -> tuple[dict[str, Any], list[str]]:
     """apache bench (a new connection per request, as seed 000 §6.2 used it)
     against the HTTP server: requests/s, mean and p99 latency (us), failures."""
-    url = f"http://{SERVER_IP}:{HTTP_PORT}/blob.bin"
+    url = f"http://{hosts.server_ip}:{HTTP_PORT}/blob.bin"
     cmd = ["ab", "-q", "-s", "20", "-n", str(requests), "-c", str(concurrency), url]
-    full = in_ns(CLIENT_NS, cmd)
+    full = in_ns(hosts.client_ns, cmd)
     r = subprocess.run(full, capture_output=True, text=True, timeout=timeout_s, check=False)
     out = r.stdout
     rps = re.search(r"Requests per second:\s+([0-9.]+)", out)
