@@ -29,22 +29,23 @@ extern int sq_logtype_mgr;
 #define SQ_MAX_VISITS 64
 
 /* Every cause a packet can be dropped for, with its user-facing string. */
-#define SQ_FOREACH_DROP(_)                                              \
-	_(PARSE, parse, "malformed header")                             \
-	_(NO_RULE, no_rule, "no rule matched")                          \
-	_(NO_NF, no_nf, "no live nf for the service")                   \
-	_(NF_RING_FULL, nf_ring_full, "nf rx ring full")                \
-	_(NF_VERDICT, nf_verdict, "nf returned drop")                   \
-	_(PORT_TX_FULL, port_tx_full, "port tx queue full")             \
-	_(BAD_VERDICT, bad_verdict, "verdict or metadata out of range") \
-	_(NF_DIED, nf_died, "queued for an nf that died")               \
-	_(OVERSIZE, oversize, "frame larger than the port accepts")     \
-	_(HOP_LIMIT, hop_limit, "too many nf hops (loop)")              \
-	_(SHUTDOWN, shutdown, "in flight at shutdown")                  \
-	_(STRAY, stray, "tcp packet of no flow and no syn")             \
-	_(POOL_EMPTY, pool_empty, "no idle nf for a new flow")          \
-	_(FLOW_TABLE_FULL, flow_table_full, "flow table full")          \
-	_(SERVICE_FAILED, service_failed, "service failed (crash loop)")
+#define SQ_FOREACH_DROP(_)                                               \
+	_(PARSE, parse, "malformed header")                              \
+	_(NO_RULE, no_rule, "no rule matched")                           \
+	_(NO_NF, no_nf, "no live nf for the service")                    \
+	_(NF_RING_FULL, nf_ring_full, "nf rx ring full")                 \
+	_(NF_VERDICT, nf_verdict, "nf returned drop")                    \
+	_(PORT_TX_FULL, port_tx_full, "port tx queue full")              \
+	_(BAD_VERDICT, bad_verdict, "verdict or metadata out of range")  \
+	_(NF_DIED, nf_died, "queued for an nf that died")                \
+	_(OVERSIZE, oversize, "frame larger than the port accepts")      \
+	_(HOP_LIMIT, hop_limit, "too many nf hops (loop)")               \
+	_(SHUTDOWN, shutdown, "in flight at shutdown")                   \
+	_(STRAY, stray, "tcp packet of no flow and no syn")              \
+	_(POOL_EMPTY, pool_empty, "no idle nf for a new flow")           \
+	_(FLOW_TABLE_FULL, flow_table_full, "flow table full")           \
+	_(SERVICE_FAILED, service_failed, "service failed (crash loop)") \
+	_(NF_OVERLOADED, nf_overloaded, "nf holds max_outstanding_pkts")
 #define SQ_DROP_ENUM(sym, key, str) SQ_DROP_##sym,
 enum sq_drop { SQ_FOREACH_DROP(SQ_DROP_ENUM) SQ_DROP_MAX };
 extern const char *const sq_drop_keys[SQ_DROP_MAX];
@@ -172,6 +173,7 @@ struct mgr_nf {
 	bool sup_listed;          /* on the supervisor's list */
 	bool wd_killed;           /* the watchdog sent the SIGKILL */
 	uint32_t watchdog_kills;  /* times the watchdog killed it */
+	uint32_t max_outstanding; /* its service's max_outstanding_pkts */
 	uint64_t wd_progress;     /* watchdog: rx + tx packets at its last look */
 	uint64_t wd_since_tsc;    /* ... when they last changed */
 	uint64_t window_tsc;

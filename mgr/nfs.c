@@ -58,6 +58,7 @@ init_nf(struct mgr *mgr, struct mgr_nf *nf, uint16_t service, uint16_t instance)
 	nf->service = service;
 	nf->instance = instance;
 	nf->ctl = ctl;
+	nf->max_outstanding = cs->max_outstanding_pkts;
 	/* rx: the manager's roles (and later other NFs) produce; the NF consumes.
 	 * tx: the NF produces; the one tx role that owns it consumes. */
 	snprintf(name, sizeof(name), "sq_rx_%u", nf->id);
