@@ -826,6 +826,7 @@ enum {
 	SVC_RESTART_LIMIT,
 	SVC_RESTART_WINDOW,
 	SVC_WATCHDOG,
+	SVC_MAX_OUTSTANDING,
 	SVC_N_KEYS
 };
 static const char *const svc_keys[SVC_N_KEYS] = {
@@ -853,6 +854,7 @@ static const char *const svc_keys[SVC_N_KEYS] = {
 	"restart_limit",
 	"restart_window_s",
 	"watchdog_ms",
+	"max_outstanding_pkts",
 };
 
 static int
@@ -948,6 +950,11 @@ parse_service(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_c
 			      &svc->restart_window_s);
 	if (ret == 0)
 		ret = get_u32(c, v[SVC_WATCHDOG], b, "watchdog_ms", 0, 3600000, &svc->watchdog_ms);
+	/* A well-behaved NF holds at most its rx ring, a burst and its tx ring. */
+	svc->max_outstanding_pkts = 2 * svc->ring_slots + 64;
+	if (ret == 0)
+		ret = get_u32(c, v[SVC_MAX_OUTSTANDING], b, "max_outstanding_pkts", 1, 1u << 24,
+			      &svc->max_outstanding_pkts);
 	svc->spin_ns = (uint64_t)spin_us * 1000;
 	return ret;
 }

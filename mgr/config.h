@@ -73,8 +73,8 @@ struct sq_cfg_service {
 	uint32_t restart_backoff_max_ms; /* the delay doubles up to this; default 5000 */
 	uint32_t restart_limit;    /* restarts of one instance within the window; default 10 */
 	uint32_t restart_window_s; /* default 60 */
-	uint32_t
-		watchdog_ms; /* an NF holding packets with no progress this long is killed; 0 off */
+	uint32_t watchdog_ms; /* a hung NF (packets held, no progress) is killed after; 0 off */
+	uint32_t max_outstanding_pkts; /* packets an NF may hold at once; default 2 rings + 64 */
 	int line;
 };
 

@@ -264,6 +264,7 @@ emit_service(struct out *o, const struct sq_cfg_service *s)
 	kv_u64(o, "restart_limit", s->restart_limit);
 	kv_u64(o, "restart_window_s", s->restart_window_s);
 	kv_u64(o, "watchdog_ms", s->watchdog_ms);
+	kv_u64(o, "max_outstanding_pkts", s->max_outstanding_pkts);
 	map_end(o);
 }
 

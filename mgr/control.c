@@ -308,6 +308,10 @@ plan_service(struct plan *p, const struct sq_cfg_service *c, const struct sq_cfg
 	out->restart_limit = s->restart_limit;
 	out->restart_window_s = s->restart_window_s;
 	out->watchdog_ms = s->watchdog_ms;
+	if (c->max_outstanding_pkts != s->max_outstanding_pkts)
+		note(p, "service %s: max_outstanding_pkts %u -> %u", s->name,
+		     c->max_outstanding_pkts, s->max_outstanding_pkts);
+	out->max_outstanding_pkts = s->max_outstanding_pkts;
 	out->instances = s->instances;
 	out->wake = s->wake;
 	out->burst_max = s->burst_max;
@@ -704,9 +708,10 @@ after_switch(struct mgr *mgr, const struct sq_config *before)
 		for (uint32_t i = 0; i < svc->n_nfs; i++) {
 			struct sq_nf_ctl *nctl = mgr->nfs[svc->first_nf + i].ctl;
 
-			/* the NF reads both at every burst */
+			/* the NF reads both at every burst; steer the cap */
 			nctl->burst_max = cs->burst_max;
 			nctl->batch_budget_pkts = cs->batch_budget_pkts;
+			mgr->nfs[svc->first_nf + i].max_outstanding = cs->max_outstanding_pkts;
 		}
 	}
 }

@@ -152,8 +152,10 @@ struct mgr_nf {
 	bool sup_listed;          /* on the supervisor's list */
 	bool wd_killed;           /* the watchdog sent the SIGKILL */
 	uint32_t watchdog_kills;  /* times the watchdog killed it */
+	uint32_t max_outstanding; /* its service's max_outstanding_pkts */
 	uint64_t wd_progress;     /* watchdog: rx + tx packets at its last look */
 	uint64_t wd_since_tsc;    /* ... when they last changed */
+	uint64_t wd_ticks;        /* its CPU ticks at the watchdog's last /proc look */
 	uint64_t window_tsc;
 	uint64_t died_tsc;       /* reaped */
 	uint64_t restart_at_tsc; /* start again then */

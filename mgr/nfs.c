@@ -58,6 +58,7 @@ init_nf(struct mgr *mgr, struct mgr_nf *nf, uint16_t service, uint16_t instance)
 	nf->service = service;
 	nf->instance = instance;
 	nf->ctl = ctl;
+	nf->max_outstanding = cs->max_outstanding_pkts;
 	/* A slot made again (control role: its last NF is gone and reclaimed)
 	 * keeps rings of the right size. */
 	if (nf->rx != NULL && rte_ring_get_size(nf->rx) == cs->ring_slots) {
@@ -582,11 +583,61 @@ mgr_nfs_supervise(struct mgr *mgr)
  * them takes a few periods, well within any watchdog_ms. */
 #define WATCHDOG_SLICE 1024
 
+/* The kernel's view of a process: its state letter and CPU ticks. */
+static int
+proc_stat(pid_t pid, char *state, uint64_t *ticks)
+{
+	char path[64], buf[512], *p;
+	unsigned long long ut, st;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (f == NULL)
+		return -errno;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	p = strrchr(buf, ')'); /* the command may hold spaces */
+	if (p == NULL || sscanf(p + 2, "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+				state, &ut, &st) != 3)
+		return -EINVAL;
+	*ticks = ut + st;
+	return 0;
+}
+
+/* No progress for watchdog_ms while awake and holding packets: hung, or
+ * only kept off its core (a busy core, a higher-priority NF)? Blocked in the
+ * kernel (pause, a read, a stop signal) or burning CPU with nothing to show
+ * is hung; runnable with next to no CPU is waiting its turn: look again a
+ * window later. */
+static bool
+nf_is_hung(struct mgr_nf *nf, uint32_t wd_ms)
+{
+	long hz = sysconf(_SC_CLK_TCK);
+	uint64_t ticks;
+	char state;
+	bool hung;
+
+	if (proc_stat(nf->pid, &state, &ticks) < 0)
+		return false; /* gone: the reap will tell */
+	if (state != 'R') {
+		hung = true;
+	} else {
+		/* Burning at least half the window: a spin with no progress. */
+		hung = nf->wd_ticks != 0 &&
+		       (ticks - nf->wd_ticks) * 1000 * 2 >= (uint64_t)wd_ms * (uint64_t)hz;
+	}
+	nf->wd_ticks = ticks;
+	return hung;
+}
+
 /* An NF that holds packets (in its ring or its hands) and neither took nor
  * returned one for watchdog_ms is hung: SIGKILL; the reap reclaims its
  * packets and the restart policy applies, with exit reason "watchdog". Only
  * an awake NF can hang: a sleeping or woken one waits for the manager or
- * for its core. */
+ * for its core. Reads /proc only for an NF that made no progress. */
 void
 mgr_nfs_watchdog(struct mgr *mgr)
 {
@@ -609,9 +660,13 @@ mgr_nfs_watchdog(struct mgr *mgr)
 		    atomic_load(&nf->ctl->state) != SQ_NF_AWAKE) {
 			nf->wd_progress = progress;
 			nf->wd_since_tsc = now;
+			nf->wd_ticks = 0;
 			continue;
 		}
 		if (now - nf->wd_since_tsc < hz / 1000 * wd_ms)
+			continue;
+		nf->wd_since_tsc = now;
+		if (!nf_is_hung(nf, wd_ms))
 			continue;
 		MGR_LOG(WARNING,
 			"%s#%u (pid %d): no progress for %u ms holding %" PRIu64

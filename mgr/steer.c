@@ -102,8 +102,18 @@ mgr_steer_flush_nf(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id)
 {
 	struct nf_stage *stage = &role->stages[nf_id];
 	struct mgr_nf *nf = &mgr->nfs[nf_id];
+	uint64_t out = mgr_nf_outstanding(mgr, nf);
 	unsigned int sent;
 
+	/* An NF that holds max_outstanding_pkts gets no more: it cannot pin
+	 * the pool (a stale read of deq_pkts only errs on the safe side). */
+	if (unlikely(out + stage->n > nf->max_outstanding)) {
+		unsigned int keep = out >= nf->max_outstanding ? 0 : nf->max_outstanding - out;
+
+		mgr_drop_bulk(&role->stats, SQ_DROP_NF_OVERLOADED, stage->pkts + keep,
+			      stage->n - keep);
+		stage->n = keep;
+	}
 	/* Copy before the enqueue: once in the ring the NF may change them. */
 	MGR_CAPTURE_NF(mgr, role, MGR_CAP_NF_IN, nf, stage->pkts, stage->n);
 	/* Tag before the enqueue: once in the ring the NF may already hold them,

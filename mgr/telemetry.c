@@ -15,7 +15,9 @@
  *   /squall/gen_rate,PPS[,PORT]  set a generator's rate (0 pauses, max unpaced)
  *
  * A command given bad parameters, or one that cannot act yet, replies
- * {"error": "why"}; DPDK itself replies null to a command it does not know.
+ * {"error": "why"}, as every command does while the manager starts (before
+ * its roles exist) and from the start of its teardown; DPDK itself replies
+ * null to a command it does not know.
  */
 #include <errno.h>
 #include <pthread.h>

@@ -219,3 +219,34 @@ def test_hung_nf_is_killed_by_the_watchdog(mgr: Manager) -> None:
     log = mgr.stderr_path.read_text(errors="replace")
     assert "(watchdog_ms); killing it" in log, log[-3000:]
     mgr.finish()
+
+
+def test_an_nf_cannot_pin_the_pool(mgr: Manager) -> None:
+    """An NF that takes packets and never returns them gets at most
+    max_outstanding_pkts; the rest are dropped as nf_overloaded, and the pool
+    keeps mbufs for everything else."""
+    cfg = gen_config(
+        mgr,
+        [
+            {
+                "name": "o",
+                "exec": str(FLAKY),
+                "args": ["--hoard-after", "100"],
+                "max_outstanding_pkts": 256,
+                "watchdog_ms": 0,
+            }
+        ],
+    )
+    cfg["generator"]["rate_pps"] = 50000
+    mgr.start(cfg)
+    mgr.wait_for(
+        lambda: mgr.stats()["drops"]["nf_overloaded"] > 5000, 30, "packets as nf_overloaded"
+    )
+    st = mgr.stats()
+    assert st["mbufs_in_use"] <= 256 + 64, st
+    assert mgr.query("/squall/gen")["alloc_fail"] == 0
+    assert mgr.nfs()["o#0"]["outstanding"] <= 256, mgr.nfs()["o#0"]
+    mgr.query("/squall/gen_rate,0")
+    os.kill(mgr.nfs()["o#0"]["pid"], signal.SIGKILL)  # what it kept comes home
+    mgr.wait_for(lambda: mgr.nfs()["o#0"]["restarts"] == 1, 15, "restarted")
+    mgr.finish()

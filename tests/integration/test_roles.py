@@ -58,7 +58,7 @@ def test_crash_with_rx_on_its_own_lcore_loses_no_mbuf(
             {"name": "in", "devargs": f"net_pcap0,rx_pcap={in_pcap},infinite_rx=1"},
             {"name": "out", "devargs": "net_null1,no-rx=1"},
         ],
-        services=[{"name": "s0", "exec": "squall-nf-sig"}],
+        services=[{"name": "s0", "exec": "squall-nf-sig", "restart": "never"}],
         chains=[{"name": "c", "services": ["s0"]}],
         rules=[{"in_port": "in", "chain": "c", "out_port": "out"}],
     )
