@@ -26,7 +26,7 @@
 	_(IPV6, ipv6, "ipv6 to a per-flow service")                                         \
 	_(ICMP_NO_FLOW, icmp_no_flow, "icmp error quoting no flow of a per-flow service")   \
 	_(CONFIG_CHANGED, config_changed, "chain, rule or service changed while in flight") \
-	_(SERVICE_FAILED, service_failed, "service failed (crash loop)")                   \
+	_(SERVICE_FAILED, service_failed, "service failed (crash loop)")                    \
 	_(NF_OVERLOADED, nf_overloaded, "nf holds max_outstanding_pkts")
 #define SQ_DROP_ENUM(sym, key, str) SQ_DROP_##sym,
 enum sq_drop { SQ_FOREACH_DROP(SQ_DROP_ENUM) SQ_DROP_MAX };
