@@ -5,6 +5,7 @@ the end? A benchmark, not a test: it takes an hour (duration_s)."""
 
 from __future__ import annotations
 
+import copy
 import os
 import random
 import signal
@@ -13,9 +14,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from squall import control
 from squall.bench import config, netns, targets
 from squall.bench.experiment import Context, Experiment, Figure, Series, rounded
 from squall.bench.manager import BenchError, Manager
+from squall.telemetry import Telemetry
 
 TOOLS = ["iperf3", "wrk", "ab", "ping", "ss"]
 # Namespaces of its own, so the tests' `client`/`server` stay free for the
@@ -198,6 +201,28 @@ def take_sample(m: Manager, t0: float) -> dict[str, Any]:
     }
 
 
+def with_extra_hop(cfg: dict[str, Any]) -> dict[str, Any]:
+    """cfg with a service `xtra` (a no-op NF) as a third hop of the udp chain."""
+    out = copy.deepcopy(cfg)
+    out["services"].append(config.Service("xtra", "squall-nf-noop", ring_slots=1024).to_dict())
+    for chain in out["chains"]:
+        if chain["name"] == "udp":
+            chain["services"] = [*chain["services"], "xtra"]
+    return out
+
+
+def apply_one(m: Manager, path: Path) -> dict[str, Any]:
+    """squallctl apply's call: the time it took and whether the manager took it."""
+    t = time.monotonic()
+    with Telemetry.connect(name=m.name) as tm:
+        try:
+            res = control.apply_file(tm, path)
+            ok, why = res.applied, ""
+        except control.ApplyError as e:
+            ok, why = False, str(e)
+    return {"ok": ok, "ms": round((time.monotonic() - t) * 1000, 2), "error": why}
+
+
 def kill_one(m: Manager, services: list[str], rng: random.Random) -> dict[str, Any] | None:
     """SIGKILL a random live NF of one of `services`; what was killed, or None."""
     victims = [
@@ -225,7 +250,11 @@ def run(ctx: Context) -> None:
     # Per-flow pools by default: the director replaces a killed pool NF. A
     # shared service's killed NF stays dead until NFs have restart policies;
     # then add fw,l3 here.
-    kill_services = ctx.param("kill_services", ["pf", "gp"])
+    kill_services = ctx.param("kill_services", ["pf", "gp", "fw", "l3"])
+    # Live changes: every apply_every_s the udp chain gains a third hop, a
+    # service added for it (its NF started), or loses both again (the NF
+    # drained and stopped, its id kept for the next add).
+    apply_every_s = ctx.param("apply_every_s", 30.0, 5.0)
     udp_pps = ctx.param("udp_rate_pps", 20_000)
     churn_pps = ctx.param("churn_rate_pps", 4_000)  # 4 packets a connection: 1,000 flows/s
     churn_conns = ctx.param("churn_conns", 16)
@@ -239,6 +268,13 @@ def run(ctx: Context) -> None:
     hosts = HOSTS[ctx.quick]
     ctx.params["namespaces"] = [hosts.client_ns, hosts.server_ns]
     cfg = make_cfg(ctx.manager_name(), hosts, tcp_pool, gen_pool, churn_conns, tcp_run_s)
+    applied_cfgs = [
+        Path(ctx.workdir) / "soak-apply-0.yaml",
+        Path(ctx.workdir) / "soak-apply-1.yaml",
+    ]
+    applied_cfgs[0].write_text(config.to_yaml(cfg))
+    applied_cfgs[1].write_text(config.to_yaml(with_extra_hop(cfg)))
+    applies: list[dict[str, Any]] = []
     ctx.command(["scripts/netns.sh", "up"], what="namespaces", env=hosts.env_vars())
     netns.netns("up", hosts)
     servers: list[netns.Background] = []
@@ -257,6 +293,7 @@ def run(ctx: Context) -> None:
             load.start()
             t0 = time.monotonic()
             next_kill = t0 + kill_every_s
+            next_apply = t0 + apply_every_s
             next_log = t0
             while True:
                 now = time.monotonic()
@@ -272,13 +309,19 @@ def run(ctx: Context) -> None:
                         kills.append(k)
                         ctx.sample("kill", **k)
                     next_kill += kill_every_s
+                if now >= next_apply:
+                    a = apply_one(m, applied_cfgs[(len(applies) + 1) % 2])
+                    a["t_run_s"] = round(now - t0, 1)
+                    applies.append(a)
+                    ctx.sample("apply", **a)
+                    next_apply += apply_every_s
                 if now >= next_log:
                     ctx.log(
                         f"{s['t_run_s']:7.0f} s: rss {s['rss_kb'] / 1024:.1f} MiB, fds "
                         f"{s['fds']}, mbufs {s['mbufs_in_use']}, flows {s['flows_active']} "
                         f"(created {s['flows_created']}), NFs {s['nfs_live']}, kills "
-                        f"{len(kills)}, tcp ok {sum(load.ok.values())} failed "
-                        f"{sum(load.failed.values())}"
+                        f"{len(kills)}, applies {len(applies)}, tcp ok "
+                        f"{sum(load.ok.values())} failed {sum(load.failed.values())}"
                     )
                     next_log += 60.0
                 time.sleep(max(0.0, sample_s - (time.monotonic() - now)))
@@ -302,6 +345,8 @@ def run(ctx: Context) -> None:
             srv.stop()
         netns.netns("down", hosts)
     summarize(ctx, samples, end, rc, exit_stats, kills, load, warmup_s)
+    ctx.summary["soak_applies"] = len(applies)
+    ctx.summary["soak_apply_failures"] = sum(1 for a in applies if not a["ok"])
     figures(ctx, samples, kills)
 
 
