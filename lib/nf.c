@@ -167,7 +167,18 @@ sq_nf_init(int argc, char **argv, struct sq_nf **out)
 	nf->spin_tsc = nf->ctl->spin_ns * nf->hdr->tsc_hz / 1000000000ull;
 	nf->spin_cur_tsc = nf->spin_tsc;
 	nf->spin_yield_tsc = SPIN_YIELD_NS * nf->hdr->tsc_hz / 1000000000ull;
-	atomic_store(&nf->ctl->pid, (int32_t)getpid());
+	/* Claim the slot: two processes on one slot would share its rings,
+	 * each taking the other's packets (both single-consumer rings). */
+	{
+		int32_t owner = 0;
+
+		if (!atomic_compare_exchange_strong(&nf->ctl->pid, &owner, (int32_t)getpid())) {
+			SQ_LOG(ERR, NF, "NF slot %ld is already attached by pid %d\n", id,
+			       (int)owner);
+			ret = -EBUSY;
+			goto out_unmap;
+		}
+	}
 	/* Spawned by the manager: go when it goes, even if it is SIGKILLed. */
 	{
 		bool child = getppid() == nf->hdr->mgr_pid;

@@ -195,6 +195,7 @@ mgr_nfs_spawn(struct mgr *mgr, struct mgr_nf *nf)
 	posix_spawnattr_init(&attr);
 	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
 	posix_spawnattr_setpgroup(&attr, 0);
+	atomic_store(&nf->ctl->pid, 0); /* the new process claims the slot */
 	atomic_store(&nf->ctl->state, SQ_NF_SPAWNED);
 	nf->start_tsc = rte_rdtsc();
 	ret = posix_spawn(&nf->pid, cs->exec, NULL, &attr, argv, envp);
