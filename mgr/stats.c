@@ -6,9 +6,14 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
@@ -369,11 +374,23 @@ mgr_stats_write_json(struct mgr *mgr, const char *path)
 		.sink = {.begin = json_begin, .end = json_end, .u64 = json_u64, .str = json_str},
 		.first = {true},
 	};
-	int ret = 0;
+	char tmp[PATH_MAX];
+	int fd, ret = 0;
 
-	j.f = fopen(path, "w");
-	if (j.f == NULL)
+	/* Into a new file of our own (O_EXCL: never a symlink or a hard link
+	 * someone planted), then renamed over path: rename replaces a symlink
+	 * at path instead of writing where it points. */
+	if (snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0)
 		return -errno;
+	if (fchmod(fd, 0644) < 0 || (j.f = fdopen(fd, "w")) == NULL) {
+		ret = -errno;
+		close(fd);
+		unlink(tmp);
+		return ret;
+	}
 	fputc('{', j.f);
 	json_begin(&j.sink, "stats");
 	mgr_stats_visit_totals(mgr, &j.sink);
@@ -396,6 +413,10 @@ mgr_stats_write_json(struct mgr *mgr, const char *path)
 	fputs("\n}\n", j.f);
 	if (fclose(j.f) != 0)
 		ret = -errno;
+	if (ret == 0 && rename(tmp, path) < 0)
+		ret = -errno;
+	if (ret < 0)
+		unlink(tmp);
 	return ret;
 }
 
