@@ -80,17 +80,36 @@ argv_take(int *argc, char **argv, int i, int n)
 	*argc -= n;
 }
 
+/* The region: --sq-region PATH, else the fd the manager passed to its child
+ * (SQUALL_REGION_FD), else SQUALL_REGION. *region_fd is -1 unless the fd. */
 static int
-parse_args(int *argc, char **argv, const char **region, long *id)
+parse_args(int *argc, char **argv, const char **region, int *region_fd, long *id)
 {
 	const char *id_str = getenv("SQUALL_NF_ID");
+	const char *fd_str = getenv("SQUALL_REGION_FD");
 	char *end;
 	int i;
 
 	*region = getenv("SQUALL_REGION");
+	*region_fd = -1;
+	if (fd_str != NULL) {
+		errno = 0;
+		*region_fd = (int)strtol(fd_str, &end, 10);
+		if (errno != 0 || *end != '\0' || *region_fd < 0) {
+			SQ_LOG(ERR, NF, "bad SQUALL_REGION_FD \"%s\"\n", fd_str);
+			return -EINVAL;
+		}
+		if (*region == NULL)
+			*region = "SQUALL_REGION_FD";
+		/* Not for this NF's own children: the fd is closed once mapped. */
+		unsetenv("SQUALL_REGION_FD");
+	}
 	for (i = 1; i < *argc;) {
 		if (strcmp(argv[i], "--sq-region") == 0 && i + 1 < *argc) {
 			*region = argv[i + 1];
+			if (*region_fd >= 0)
+				close(*region_fd);
+			*region_fd = -1;
 			argv_take(argc, argv, i, 2);
 		} else if (strcmp(argv[i], "--sq-id") == 0 && i + 1 < *argc) {
 			id_str = argv[i + 1];
@@ -138,17 +157,24 @@ sq_nf_init(int argc, char **argv, struct sq_nf **out)
 	const char *region_path;
 	struct sq_nf *nf;
 	int argc_left = argc;
+	int region_fd;
 	long id;
 	int ret;
 
 	log_level_from_env();
-	ret = parse_args(&argc_left, argv, &region_path, &id);
+	ret = parse_args(&argc_left, argv, &region_path, &region_fd, &id);
 	if (ret < 0)
 		return ret;
 	nf = calloc(1, sizeof(*nf));
 	if (nf == NULL)
 		return -ENOMEM;
-	ret = sq_region_map(region_path, &nf->hdr);
+	if (region_fd >= 0) {
+		/* The mapping holds the region now: the fd is not needed. */
+		ret = sq_region_map_fd(region_fd, region_path, &nf->hdr);
+		close(region_fd);
+	} else {
+		ret = sq_region_map(region_path, &nf->hdr);
+	}
 	if (ret < 0)
 		goto out_free;
 	if ((uint64_t)id >= nf->hdr->max_nfs) {

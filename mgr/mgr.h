@@ -190,7 +190,8 @@ struct core_wakes {
 struct mgr {
 	struct sq_config *cfg;
 	struct sq_region_hdr *region;
-	char region_path[SQ_CFG_PATH_LEN];
+	char region_path[SQ_CFG_PATH_LEN]; /* a symlink to /proc/<pid>/fd/<region_fd> */
+	int region_fd;                     /* open while region_path is set */
 	struct rte_mempool *pool;
 	int heap_socket;
 	void *heap_addr;

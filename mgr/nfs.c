@@ -167,7 +167,8 @@ mgr_nfs_spawn(struct mgr *mgr, struct mgr_nf *nf)
 {
 	const struct sq_cfg_service *cs = &mgr->cfg->services[nf->service];
 	char *argv[SQ_MAX_NF_ARGS + 2];
-	char env_region[SQ_CFG_PATH_LEN + 16], env_id[32];
+	char env_region[SQ_CFG_PATH_LEN + 16], env_id[32], env_fd[32];
+	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t attr;
 	size_t n_env = 0;
 	char **envp;
@@ -175,7 +176,7 @@ mgr_nfs_spawn(struct mgr *mgr, struct mgr_nf *nf)
 
 	while (environ[n_env] != NULL)
 		n_env++;
-	envp = calloc(n_env + 3, sizeof(*envp));
+	envp = calloc(n_env + 4, sizeof(*envp));
 	if (envp == NULL)
 		return -ENOMEM;
 	memcpy(envp, environ, n_env * sizeof(*envp));
@@ -183,6 +184,11 @@ mgr_nfs_spawn(struct mgr *mgr, struct mgr_nf *nf)
 	snprintf(env_id, sizeof(env_id), "SQUALL_NF_ID=%u", nf->id);
 	envp[n_env] = env_region;
 	envp[n_env + 1] = env_id;
+	/* The region fd, kept open (close-on-exec cleared) in the child only. */
+	snprintf(env_fd, sizeof(env_fd), "SQUALL_REGION_FD=%d", mgr->region_fd);
+	envp[n_env + 2] = env_fd;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, mgr->region_fd, mgr->region_fd);
 
 	argv[0] = (char *)(uintptr_t)cs->exec;
 	for (uint32_t i = 0; i < cs->n_args; i++)
@@ -198,8 +204,9 @@ mgr_nfs_spawn(struct mgr *mgr, struct mgr_nf *nf)
 	atomic_store(&nf->ctl->pid, 0); /* the new process claims the slot */
 	atomic_store(&nf->ctl->state, SQ_NF_SPAWNED);
 	nf->start_tsc = rte_rdtsc();
-	ret = posix_spawn(&nf->pid, cs->exec, NULL, &attr, argv, envp);
+	ret = posix_spawn(&nf->pid, cs->exec, &fa, &attr, argv, envp);
 	posix_spawnattr_destroy(&attr);
+	posix_spawn_file_actions_destroy(&fa);
 	free(envp);
 	if (ret != 0) {
 		atomic_store(&nf->ctl->state, SQ_NF_DEAD);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause
- * The shared region (DESIGN §2): a hugetlbfs file mapped at a fixed address,
+ * The shared region (DESIGN §2): an unlinked hugetlbfs file mapped at a fixed address,
  * registered with DPDK as an external heap, holding the mbuf pool, every NF
  * ring and the NF control blocks. NFs map the same file at the same address.
  */
@@ -8,6 +8,7 @@
 #include <linux/magic.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/statfs.h>
@@ -25,8 +26,10 @@
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif
 
-#define HEAP_NAME  "squall"
-#define POOL_CACHE 256
+#define HEAP_NAME          "squall"
+/* Where the symlink to the region fd is published (NFs started by hand). */
+#define SQ_REGION_LINK_DIR "/dev/shm"
+#define POOL_CACHE         256
 
 static bool
 dir_is_hugetlbfs(const char *dir, size_t *page_bytes)
@@ -57,28 +60,33 @@ choose_dir(const char *want, char *dir, size_t len, size_t *page_bytes)
 	*page_bytes = (size_t)sysconf(_SC_PAGESIZE);
 }
 
-/* A region file left by a manager that died: remove it; one whose manager
- * still runs: refuse, two managers of one name would share nothing. */
+/* A region path left by a manager that died (a symlink into the /proc of a
+ * gone process, or a region file of an older manager): remove it; one whose
+ * manager still runs: refuse, two managers of one name would share nothing. */
 static int
 remove_stale(const char *path)
 {
 	struct sq_region_hdr hdr;
-	ssize_t n;
+	ssize_t n = 0;
 	int fd;
 
 	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? 0 : -errno;
-	n = pread(fd, &hdr, sizeof(hdr), 0);
-	close(fd);
+	if (fd < 0 && errno != ENOENT)
+		return -errno;
+	if (fd >= 0) {
+		n = pread(fd, &hdr, sizeof(hdr), 0);
+		close(fd);
+	}
 	if (n == (ssize_t)sizeof(hdr) && hdr.magic == SQ_REGION_MAGIC && hdr.mgr_pid > 0 &&
 	    hdr.mgr_pid != getpid() && kill(hdr.mgr_pid, 0) == 0) {
 		MGR_LOG(ERR, "%s is in use by squall-mgr pid %d; pick another manager.name\n", path,
 			hdr.mgr_pid);
 		return -EBUSY;
 	}
-	MGR_LOG(NOTICE, "removing stale region %s\n", path);
-	return unlink(path) < 0 ? -errno : 0;
+	if (unlink(path) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	MGR_LOG(NOTICE, "removed stale region %s\n", path);
+	return 0;
 }
 
 static uint32_t
@@ -91,29 +99,42 @@ count_nfs(const struct sq_config *cfg)
 	return n;
 }
 
+/* The region is an unlinked file (hugetlbfs, else /dev/shm) held open by the
+ * manager and by every NF's mapping: the kernel frees its pages with the
+ * last holder, so a manager killed by SIGKILL leaves no hugepage behind once
+ * its NFs have gone. Spawned NFs inherit the fd; NFs started by hand open
+ * /dev/shm/squall-NAME.region, a symlink to /proc/<manager pid>/fd/<fd>
+ * (root or the manager's uid), which dangles, holding nothing, once the
+ * manager is gone. On tmpfs: hugetlbfs may refuse symlinks. */
 static int
 map_file(struct mgr *mgr, const char *dir, size_t len)
 {
+	char tmp[SQ_CFG_PATH_LEN + 48], target[64];
 	void *addr;
 	int fd, ret;
 
-	if (snprintf(mgr->region_path, sizeof(mgr->region_path), "%s/squall-%s.region", dir,
-		     mgr->cfg->name) >= (int)sizeof(mgr->region_path))
+	if (snprintf(mgr->region_path, sizeof(mgr->region_path), "%s/squall-%s.region",
+		     SQ_REGION_LINK_DIR, mgr->cfg->name) >= (int)sizeof(mgr->region_path) ||
+	    snprintf(tmp, sizeof(tmp), "%s/squall-%s.region.XXXXXX", dir, mgr->cfg->name) >=
+		    (int)sizeof(tmp)) {
+		mgr->region_path[0] = '\0';
 		return -ENAMETOOLONG;
+	}
 	ret = remove_stale(mgr->region_path);
 	if (ret < 0)
-		return ret;
-	fd = open(mgr->region_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		goto out_path;
+	fd = mkostemp(tmp, O_CLOEXEC);
 	if (fd < 0) {
 		ret = -errno;
-		MGR_LOG(ERR, "%s: %s\n", mgr->region_path, strerror(errno));
-		return ret;
+		MGR_LOG(ERR, "%s: %s\n", tmp, strerror(errno));
+		goto out_path;
 	}
+	unlink(tmp);
 	if (ftruncate(fd, (off_t)len) < 0) {
 		ret = -errno;
 		MGR_LOG(ERR, "%s: cannot size to %zu bytes: %s\n", mgr->region_path, len,
 			strerror(errno));
-		goto out_unlink;
+		goto out_close;
 	}
 	/* MAP_POPULATE: fault every hugepage now, so a short hugepage supply fails
 	 * here with a message instead of SIGBUS in the dataplane later. */
@@ -125,15 +146,23 @@ map_file(struct mgr *mgr, const char *dir, size_t len)
 			munmap(addr, len);
 		MGR_LOG(ERR, "%s: cannot map %zu MiB at %#llx: %s (enough free hugepages?)\n",
 			mgr->region_path, len >> 20, SQ_REGION_BASE_ADDR, strerror(-ret));
-		goto out_unlink;
+		goto out_close;
 	}
-	close(fd);
+	snprintf(target, sizeof(target), "/proc/%d/fd/%d", (int)getpid(), fd);
+	if (symlink(target, mgr->region_path) < 0) {
+		ret = -errno;
+		MGR_LOG(ERR, "%s: %s\n", mgr->region_path, strerror(errno));
+		munmap(addr, len);
+		goto out_close;
+	}
+	mgr->region_fd = fd;
 	mgr->region = addr;
 	return 0;
 
-out_unlink:
+out_close:
 	close(fd);
-	unlink(mgr->region_path);
+out_path:
+	mgr->region_path[0] = '\0';
 	return ret;
 }
 
@@ -302,6 +331,7 @@ mgr_region_destroy(struct mgr *mgr)
 	}
 	if (mgr->region_path[0] != '\0') {
 		unlink(mgr->region_path);
+		close(mgr->region_fd);
 		mgr->region_path[0] = '\0';
 	}
 }

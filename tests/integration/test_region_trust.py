@@ -2,6 +2,8 @@
 shared state hurts at most itself, and the manager's files cannot be turned
 against it.
 
+- A manager killed by SIGKILL leaves no hugepage behind once its NFs are gone
+  (the region is an unlinked file held by its mappers, not a named file).
 - --exit-stats never writes through a symlink planted at its path.
 - Two processes cannot attach to one NF slot.
 """
@@ -10,11 +12,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pcaps
-from conftest import NF_DIR, Manager
+from conftest import NF_DIR, Manager, pid_is_alive
 
 N_PKTS = 50
 
@@ -47,7 +51,7 @@ def test_exit_stats_replaces_a_symlink_instead_of_following_it(
 
 def region_of(mgr: Manager) -> str:
     """The path a hand-started NF attaches with (--sq-region)."""
-    return f"/dev/hugepages/squall-{mgr.name}.region"
+    return f"/dev/shm/squall-{mgr.name}.region"
 
 
 def test_a_second_process_cannot_attach_to_a_taken_slot(mgr: Manager, tmp_path: Path) -> None:
@@ -66,3 +70,58 @@ def test_a_second_process_cannot_attach_to_a_taken_slot(mgr: Manager, tmp_path: 
     mgr.wait_for(lambda: mgr.stats()["tx_pkts"] == N_PKTS, 30, "every packet out")
     assert mgr.nfs()["fwd#0"]["rx_pkts"] == N_PKTS
     mgr.finish()
+
+
+def hugepages_free() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("HugePages_Free:"):
+            return int(line.split()[1])
+    raise AssertionError("no HugePages_Free in /proc/meminfo")
+
+
+def processes_mapping(needle: str) -> list[int]:
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if needle in (d / "maps").read_text():
+                    pids.append(int(d.name))
+            except OSError:
+                pass
+    return pids
+
+
+def test_a_killed_manager_leaves_no_hugepage_behind(mgr: Manager, tmp_path: Path) -> None:
+    before = hugepages_free()
+    cfg = one_fwd_chain(mgr, tmp_path)
+    cfg["services"] = [
+        {"name": "fwd", "exec": "squall-nf-fwd", "instances": 2},
+        {"name": "poll", "exec": "squall-nf-fwd", "mode": "poll"},
+    ]
+    cfg["chains"] = [{"name": "c", "services": ["fwd", "poll"]}]
+    mgr.start(cfg)
+    mgr.wait_for(lambda: mgr.stats()["tx_pkts"] == N_PKTS, 30, "every packet out")
+    nf_pids = {nf["pid"] for nf in mgr.nfs().values()}
+    assert len(nf_pids) == 3
+    region = f"squall-{mgr.name}.region"
+    assert processes_mapping(region), "the region is mapped under its name"
+    assert hugepages_free() <= before - 64 // 2, "the region took its hugepages"
+
+    assert mgr.proc is not None
+    mgr.proc.send_signal(signal.SIGKILL)
+    mgr.proc.wait(timeout=10)
+    # NFs go with their manager (PR_SET_PDEATHSIG, or their liveness check).
+    deadline = time.monotonic() + 10
+    while any(pid_is_alive(p) for p in nf_pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(pid_is_alive(p) for p in nf_pids), "NFs outlived their manager"
+    # Nobody holds the region: the kernel freed it, with no file to remove.
+    assert processes_mapping(region) == []
+    deadline = time.monotonic() + 10
+    while hugepages_free() < before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert hugepages_free() >= before, "hugepages still held after the manager died"
+    # What is left by name is a dangling symlink into the dead manager's /proc.
+    link = Path("/dev/shm") / region
+    assert link.is_symlink() and not link.exists()
+    link.unlink()
