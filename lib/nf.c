@@ -46,6 +46,10 @@ struct sq_nf {
 	struct sq_nf_ctl *ctl;
 	struct rte_ring *rx;
 	struct rte_ring *tx;
+	/* Read once at attach: the region's copies are writable by any NF. */
+	_Atomic uint64_t *tx_ready;
+	uint32_t id;
+	uint32_t core_group;
 	sq_pkt_handler_fn pkt_fn;
 	sq_burst_handler_fn burst_fn;
 	void *handler_arg;
@@ -188,6 +192,16 @@ sq_nf_init(int argc, char **argv, struct sq_nf **out)
 		ret = -EINVAL;
 		goto out_unmap;
 	}
+	if (nf->ctl->core_group >= SQ_CORE_GROUPS ||
+	    nf->hdr->tx_ready_off + sq_tx_ready_words(nf->hdr->max_nfs) * sizeof(uint64_t) >
+		    nf->hdr->len_bytes) {
+		SQ_LOG(ERR, NF, "NF slot %ld: corrupt control block\n", id);
+		ret = -EPROTO;
+		goto out_unmap;
+	}
+	nf->id = (uint32_t)id;
+	nf->core_group = nf->ctl->core_group;
+	nf->tx_ready = sq_region_tx_ready(nf->hdr);
 	nf->rx = sq_region_ptr(nf->hdr, nf->ctl->rx_ring_off);
 	nf->tx = sq_region_ptr(nf->hdr, nf->ctl->tx_ring_off);
 	nf->spin_tsc = nf->ctl->spin_ns * nf->hdr->tsc_hz / 1000000000ull;
@@ -300,8 +314,10 @@ sq_nf_stop(struct sq_nf *nf)
 static bool
 nf_should_stop(const struct sq_nf *nf)
 {
-	return nf->stop_local || atomic_load_explicit(&nf->ctl->stop, memory_order_relaxed) ||
-	       atomic_load_explicit(&nf->hdr->mgr_state, memory_order_relaxed) == SQ_MGR_STOPPING;
+	/* Our own stop word, not the header's mgr_state: a word every NF shares
+	 * would let one NF's stray write stop them all (the manager sets every
+	 * NF's stop when it stops). */
+	return nf->stop_local || atomic_load_explicit(&nf->ctl->stop, memory_order_relaxed);
 }
 
 /* Only off the hot path: a manager killed with SIGKILL cannot tell us. */
@@ -434,8 +450,7 @@ return_pkts(struct sq_nf *nf, struct rte_mbuf **pkts, unsigned int n)
 		if (likely(sent == n))
 			break;
 		nf->ctl->tx_full_spins++;
-		if (atomic_load_explicit(&nf->hdr->mgr_state, memory_order_relaxed) ==
-			    SQ_MGR_STOPPING ||
+		if (atomic_load_explicit(&nf->ctl->stop, memory_order_relaxed) ||
 		    ((nf->ctl->tx_full_spins & 0xffff) == 0 && mgr_is_gone(nf)))
 			break;
 		rte_pause();
@@ -445,8 +460,8 @@ return_pkts(struct sq_nf *nf, struct rte_mbuf **pkts, unsigned int n)
 	 * manager clears our bit before it drains, so either it sees these
 	 * packets now or our bit again next round. */
 	if (likely(sent > 0))
-		atomic_fetch_or_explicit(&sq_region_tx_ready(nf->hdr)[nf->ctl->id / 64],
-					 1ull << (nf->ctl->id % 64), memory_order_seq_cst);
+		atomic_fetch_or_explicit(&nf->tx_ready[nf->id / 64], 1ull << (nf->id % 64),
+					 memory_order_seq_cst);
 }
 
 /* One burst: dequeue, handle, return. @return packets handled. */
@@ -482,24 +497,21 @@ futex_wait(_Atomic uint32_t *word, uint32_t val, const struct timespec *timeout)
 static void
 count_awake(struct sq_nf *nf, int32_t delta)
 {
-	atomic_fetch_add_explicit(&nf->hdr->awake[nf->ctl->core_group].n, delta,
-				  memory_order_relaxed);
+	atomic_fetch_add_explicit(&nf->hdr->awake[nf->core_group].n, delta, memory_order_relaxed);
 }
 
 /* Other NFs of our core awake: worth a yield while we spin. */
 static bool
 others_awake(const struct sq_nf *nf)
 {
-	return atomic_load_explicit(&nf->hdr->awake[nf->ctl->core_group].n, memory_order_relaxed) >
-	       1;
+	return atomic_load_explicit(&nf->hdr->awake[nf->core_group].n, memory_order_relaxed) > 1;
 }
 
 /* NFs the manager woke on our core that have not run yet. */
 static bool
 others_woken(const struct sq_nf *nf)
 {
-	return atomic_load_explicit(&nf->hdr->woken[nf->ctl->core_group].n, memory_order_relaxed) >
-	       0;
+	return atomic_load_explicit(&nf->hdr->woken[nf->core_group].n, memory_order_relaxed) > 0;
 }
 
 /* Spin on an empty ring before sleeping: a cross-core wake costs ~30 us here
@@ -556,7 +568,7 @@ static void
 woke_up(struct sq_nf *nf)
 {
 	if (atomic_exchange(&nf->ctl->state, SQ_NF_AWAKE) == SQ_NF_WAKING)
-		atomic_fetch_sub_explicit(&nf->hdr->woken[nf->ctl->core_group].n, 1,
+		atomic_fetch_sub_explicit(&nf->hdr->woken[nf->core_group].n, 1,
 					  memory_order_relaxed);
 }
 

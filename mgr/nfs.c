@@ -73,9 +73,13 @@ init_nf(struct mgr *mgr, struct mgr_nf *nf, uint16_t service, uint16_t instance)
 	ctl->burst_max = cs->burst_max;
 	ctl->batch_budget_pkts = cs->batch_budget_pkts;
 	ctl->spin_ns = cs->spin_ns;
-	ctl->core_group = mgr->cfg->nf_core >= 0 && mgr->cfg->nf_core < SQ_CORE_GROUPS - 1
-				  ? (uint32_t)mgr->cfg->nf_core
-				  : SQ_CORE_GROUPS - 1;
+	nf->core_group = mgr->cfg->nf_core >= 0 && mgr->cfg->nf_core < SQ_CORE_GROUPS - 1
+				 ? (uint32_t)mgr->cfg->nf_core
+				 : SQ_CORE_GROUPS - 1;
+	ctl->core_group = nf->core_group; /* the NF's to read; we index with ours */
+	nf->rx_mask = nf->rx->mask;
+	nf->tx_mask = nf->tx->mask;
+	nf->tx_cons = nf->tx->cons.head;
 	snprintf(ctl->service, sizeof(ctl->service), "%s", cs->name);
 	mgr_wakeup_init_nf(nf, &cs->wake);
 	atomic_store(&ctl->state, SQ_NF_FREE);
@@ -247,7 +251,7 @@ wait_ready(struct mgr *mgr, struct mgr_nf *nf)
 	while (!mgr_nf_is_ready(nf)) {
 		if (waitpid(nf->pid, &status, WNOHANG) == nf->pid) {
 			MGR_LOG(ERR, "%s#%u (pid %d) exited during start with %s %d\n",
-				nf->ctl->service, nf->instance, nf->pid,
+				mgr->cfg->services[nf->service].name, nf->instance, nf->pid,
 				WIFSIGNALED(status) ? "signal" : "status",
 				WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
 			nf->pid = 0;
@@ -255,8 +259,9 @@ wait_ready(struct mgr *mgr, struct mgr_nf *nf)
 			return -ECHILD;
 		}
 		if (rte_rdtsc() > deadline) {
-			MGR_LOG(ERR, "%s#%u (pid %d) not ready after %d ms\n", nf->ctl->service,
-				nf->instance, nf->pid, NF_READY_TIMEOUT_MS);
+			MGR_LOG(ERR, "%s#%u (pid %d) not ready after %d ms\n",
+				mgr->cfg->services[nf->service].name, nf->instance, nf->pid,
+				NF_READY_TIMEOUT_MS);
 			return -ETIMEDOUT;
 		}
 		nanosleep(&nap, NULL);
@@ -367,12 +372,15 @@ reclaim_nf(struct mgr *mgr, struct mgr_nf *nf, enum sq_drop cause)
 	while ((n = mgr_tx_drain_nf(mgr, nf)) > 0)
 		returned += n;
 	mgr_steer_flush(mgr, &mgr->tx);
-	nf->deq_pkts += drop_ring(mgr, nf->rx, cause);
+	/* A broken ring's slots are not to be trusted: the scan below finds its
+	 * packets by their tags all the same. */
+	if (!nf->ring_broken)
+		nf->deq_pkts += drop_ring(mgr, nf->rx, cause);
 	rte_mempool_obj_iter(mgr->pool, free_if_held, &scan);
 	nf->deq_pkts += scan.found; /* none outstanding now: tx lets it go */
 	if (returned > 0 || scan.found > 0)
 		MGR_LOG(INFO, "%s#%u: %u packets carried out, %u reclaimed from its hands\n",
-			nf->ctl->service, nf->instance, returned, scan.found);
+			mgr->cfg->services[nf->service].name, nf->instance, returned, scan.found);
 }
 
 static struct mgr_nf *
@@ -388,7 +396,7 @@ static void
 nf_gone(struct mgr *mgr, struct mgr_nf *nf, int status)
 {
 	bool clean = atomic_load(&nf->ctl->state) == SQ_NF_EXITED;
-	bool stopping = atomic_load(&mgr->region->mgr_state) == SQ_MGR_STOPPING;
+	bool stopping = mgr->mgr_state == SQ_MGR_STOPPING;
 
 	atomic_store(&nf->live, false);
 	/* rx on another lcore may have picked this NF in the round under way;
@@ -401,16 +409,16 @@ nf_gone(struct mgr *mgr, struct mgr_nf *nf, int status)
 	}
 	/* Expected at shutdown: INFO; otherwise the user should know: WARNING. */
 	rte_log(stopping && clean ? RTE_LOG_INFO : RTE_LOG_WARNING, sq_logtype_mgr,
-		"squall-mgr: %s#%u (pid %d) %s %d\n", nf->ctl->service, nf->instance, nf->pid,
-		WIFSIGNALED(status) ? "killed by signal" : "exited with",
+		"squall-mgr: %s#%u (pid %d) %s %d\n", mgr->cfg->services[nf->service].name,
+		nf->instance, nf->pid, WIFSIGNALED(status) ? "killed by signal" : "exited with",
 		WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
 	nf->pid = 0;
 	/* Woken but never ran: it no longer waits for its core. Died awake:
 	 * it no longer counts among the awake (a clean exit uncounted itself). */
 	if (atomic_load(&nf->ctl->state) == SQ_NF_WAKING)
-		atomic_fetch_sub(&mgr->region->woken[nf->ctl->core_group].n, 1);
+		atomic_fetch_sub(&mgr->region->woken[nf->core_group].n, 1);
 	else if (!clean && atomic_load(&nf->ctl->state) == SQ_NF_AWAKE)
-		atomic_fetch_sub(&mgr->region->awake[nf->ctl->core_group].n, 1);
+		atomic_fetch_sub(&mgr->region->awake[nf->core_group].n, 1);
 	if (!clean)
 		atomic_store(&nf->ctl->state, SQ_NF_DEAD);
 	reclaim_nf(mgr, nf, stopping ? SQ_DROP_SHUTDOWN : SQ_DROP_NF_DIED);
@@ -450,7 +458,7 @@ mgr_nfs_stop_all(struct mgr *mgr)
 	const struct timespec nap = {.tv_nsec = 200 * 1000};
 	uint64_t deadline = rte_rdtsc() + rte_get_tsc_hz() / 1000 * NF_STOP_TIMEOUT_MS;
 
-	atomic_store(&mgr->region->mgr_state, SQ_MGR_STOPPING);
+	mgr_region_set_state(mgr, SQ_MGR_STOPPING);
 	for (uint32_t i = 0; i < mgr->n_nfs; i++) {
 		atomic_store(&mgr->nfs[i].ctl->stop, 1);
 		mgr_wakeup_force(mgr, &mgr->nfs[i]);
@@ -464,8 +472,8 @@ mgr_nfs_stop_all(struct mgr *mgr)
 	for (uint32_t i = 0; i < mgr->n_nfs; i++) {
 		if (mgr->nfs[i].pid > 0) {
 			MGR_LOG(WARNING, "%s#%u (pid %d) did not stop in %d ms; killing it\n",
-				mgr->nfs[i].ctl->service, mgr->nfs[i].instance, mgr->nfs[i].pid,
-				NF_STOP_TIMEOUT_MS);
+				mgr->cfg->services[mgr->nfs[i].service].name, mgr->nfs[i].instance,
+				mgr->nfs[i].pid, NF_STOP_TIMEOUT_MS);
 			kill(mgr->nfs[i].pid, SIGKILL);
 		}
 	}

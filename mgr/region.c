@@ -177,11 +177,14 @@ fill_header(struct mgr *mgr, size_t len, uint32_t max_nfs, size_t table_off, siz
 	hdr->len_bytes = len;
 	hdr->nf_table_off = table_off;
 	hdr->tx_ready_off = ready_off;
+	mgr->tx_ready_off = ready_off;
+	mgr->tx_ready = (_Atomic uint64_t *)((uintptr_t)hdr + ready_off);
 	hdr->max_nfs = max_nfs;
 	hdr->nf_ctl_size = sizeof(struct sq_nf_ctl);
 	hdr->mbuf_priv_size = SQ_PKT_META_SIZE;
 	hdr->tsc_hz = rte_get_tsc_hz();
 	hdr->mgr_pid = getpid();
+	mgr->mgr_state = SQ_MGR_STARTING;
 	atomic_store(&hdr->mgr_state, SQ_MGR_STARTING);
 	snprintf(hdr->name, sizeof(hdr->name), "%s", mgr->cfg->name);
 	/* Magic last: an NF that reads a half-written header sees no magic. */
@@ -334,4 +337,94 @@ mgr_region_destroy(struct mgr *mgr)
 		close(mgr->region_fd);
 		mgr->region_path[0] = '\0';
 	}
+}
+
+#define MGR_CORRUPT_KEY(e, k) [MGR_CORRUPT_##e] = k,
+const char *const mgr_corrupt_keys[MGR_CORRUPT_MAX] = {MGR_FOREACH_CORRUPT(MGR_CORRUPT_KEY)};
+
+void
+mgr_region_set_state(struct mgr *mgr, enum sq_mgr_state state)
+{
+	mgr->mgr_state = state;
+	atomic_store(&mgr->region->mgr_state, state);
+}
+
+/* NFs read mgr_state (informational: an NF leaves its loop on its own
+ * ctl->stop, so one NF that rewrites this shared word stops no other) and the
+ * manager never reads it back: it decides on its own copy. */
+static void
+check_hdr(struct mgr *mgr)
+{
+	struct sq_region_hdr *hdr = mgr->region;
+
+	if (hdr->tx_ready_off != mgr->tx_ready_off) {
+		mgr->region_corrupt[MGR_CORRUPT_TX_READY_OFF]++;
+		hdr->tx_ready_off = mgr->tx_ready_off;
+	}
+	if (atomic_load_explicit(&hdr->mgr_state, memory_order_relaxed) != mgr->mgr_state) {
+		mgr->region_corrupt[MGR_CORRUPT_MGR_STATE]++;
+		atomic_store(&hdr->mgr_state, mgr->mgr_state);
+	}
+}
+
+/* An NF's ctl: the manager uses its own copies (struct mgr_nf, the config);
+ * what it repairs here is for the NFs that read them and for the count. */
+static void
+check_ctl(struct mgr *mgr, struct mgr_nf *nf)
+{
+	const char *name = mgr->cfg->services[nf->service].name;
+	struct sq_nf_ctl *ctl = nf->ctl;
+
+	if (ctl->core_group != nf->core_group) {
+		mgr->region_corrupt[MGR_CORRUPT_CORE_GROUP]++;
+		ctl->core_group = nf->core_group;
+	}
+	if (memchr(ctl->service, '\0', sizeof(ctl->service)) == NULL ||
+	    strcmp(ctl->service, name) != 0) {
+		mgr->region_corrupt[MGR_CORRUPT_SERVICE]++;
+		snprintf(ctl->service, sizeof(ctl->service), "%s", name);
+	}
+	/* The manager sets stop only when it stops everything. */
+	if (mgr->mgr_state != SQ_MGR_STOPPING &&
+	    atomic_load_explicit(&ctl->stop, memory_order_relaxed) != 0) {
+		mgr->region_corrupt[MGR_CORRUPT_STOP]++;
+		atomic_store(&ctl->stop, 0);
+	}
+}
+
+/* Every control period (10 ms): the header, and a slice of the NFs, so 10,000
+ * NFs cost no more a round than a few dozen. */
+#define CHECK_NFS_PER_CALL 64
+
+void
+mgr_region_check(struct mgr *mgr)
+{
+	if (mgr->region == NULL)
+		return;
+	check_hdr(mgr);
+	for (uint32_t i = 0; i < CHECK_NFS_PER_CALL && i < mgr->n_nfs; i++) {
+		if (mgr->region_check_next >= mgr->n_nfs)
+			mgr->region_check_next = 0;
+		check_ctl(mgr, &mgr->nfs[mgr->region_check_next++]);
+	}
+}
+
+void __rte_noinline
+mgr_region_repair_ring(struct mgr *mgr, struct rte_ring *r, uint32_t mask)
+{
+	mgr->region_corrupt[MGR_CORRUPT_RING]++;
+	r->mask = mask;
+	r->size = mask + 1;
+	r->capacity = mask;
+}
+
+void __rte_noinline
+mgr_region_ring_broken(struct mgr *mgr, struct mgr_nf *nf)
+{
+	mgr->region_corrupt[MGR_CORRUPT_RING]++;
+	nf->ring_broken = true;
+	MGR_LOG(WARNING, "%s#%u (pid %d) rewrote the positions of its tx ring; killing it\n",
+		mgr->cfg->services[nf->service].name, nf->instance, nf->pid);
+	if (nf->pid > 0)
+		kill(nf->pid, SIGKILL);
 }

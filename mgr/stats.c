@@ -101,6 +101,11 @@ mgr_stats_visit_totals(const struct mgr *mgr, struct stats_sink *s)
 	for (int c = 0; c < SQ_DROP_MAX; c++)
 		s->u64(s, sq_drop_keys[c], t.drops[c]);
 	s->end(s);
+	/* Shared state an NF rewrote, found (and repaired) by the manager. */
+	s->begin(s, "region_corrupt");
+	for (int c = 0; c < MGR_CORRUPT_MAX; c++)
+		s->u64(s, mgr_corrupt_keys[c], mgr->region_corrupt[c]);
+	s->end(s);
 }
 
 void
@@ -137,14 +142,15 @@ static void
 visit_nf(const struct mgr *mgr, const struct mgr_nf *nf, struct stats_sink *s)
 {
 	const struct sq_nf_ctl *ctl = nf->ctl;
+	const char *service = mgr->cfg->services[nf->service].name; /* not ctl's: NF-writable */
 	char name[SQ_NAME_LEN + 16], key[SQ_NAME_LEN + 16];
 
-	snprintf(name, sizeof(name), "%s/%u", ctl->service, nf->instance);
+	snprintf(name, sizeof(name), "%s/%u", service, nf->instance);
 	key_from(key, sizeof(key), name);
 	s->begin(s, key);
 	s->str(s, "name", name);
 	s->u64(s, "id", nf->id);
-	s->str(s, "service", ctl->service);
+	s->str(s, "service", service);
 	s->u64(s, "instance", nf->instance);
 	s->u64(s, "pid", (uint64_t)nf->pid);
 	s->str(s, "state", mgr_nf_state_name(atomic_load(&ctl->state)));
@@ -453,6 +459,7 @@ mgr_stats_poll(struct mgr *mgr)
 	uint64_t now = rte_rdtsc();
 	uint64_t interval_tsc = rte_get_tsc_hz() / 1000 * mgr->cfg->stats_interval_ms;
 
+	mgr_region_check(mgr);
 	if (mgr->cfg->stats_interval_ms == 0 || mgr->quiet)
 		return 0;
 	if (last_tsc == 0) {

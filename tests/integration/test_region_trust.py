@@ -6,6 +6,10 @@ against it.
   (the region is an unlinked file held by its mappers, not a named file).
 - --exit-stats never writes through a symlink planted at its path.
 - Two processes cannot attach to one NF slot.
+- A hostile NF (tests/nfs/badregion.c) that rewrites shared state the manager
+  used as an index, address, size or decision costs the manager nothing: it
+  keeps running, another chain's packets flow, the rewrite is counted under
+  stats region_corrupt, and every mbuf is home at the end.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ import time
 from pathlib import Path
 
 import pcaps
-from conftest import NF_DIR, Manager, pid_is_alive
+import pytest
+from conftest import BUILD, NF_DIR, Manager, pid_is_alive
 
 N_PKTS = 50
 
@@ -125,3 +130,66 @@ def test_a_killed_manager_leaves_no_hugepage_behind(mgr: Manager, tmp_path: Path
     link = Path("/dev/shm") / region
     assert link.is_symlink() and not link.exists()
     link.unlink()
+
+
+BADREGION = BUILD / "tests" / "nfs" / "squall-nf-badregion"
+
+# (what the hostile NF rewrites, the region_corrupt key that counts it, whether
+# the hostile NF's own chain still carries its packets)
+TRUST_CASES = [
+    ("tx_ready_off", "tx_ready_off", True),
+    ("core_group", "core_group", True),
+    ("service", "service", True),
+    ("mgr_state", "mgr_state", True),
+    ("rx_ring", "ring", True),
+    ("tx_ring", "ring", False),  # killed: its packets are counted nf_died
+]
+
+
+@pytest.mark.parametrize(("what", "key", "bad_flows"), TRUST_CASES, ids=[c[0] for c in TRUST_CASES])
+def test_a_hostile_nf_costs_the_manager_nothing(
+    mgr: Manager, tmp_path: Path, what: str, key: str, bad_flows: bool
+) -> None:
+    frames = pcaps.good_frames(2 * N_PKTS, [pcaps.mac(1), pcaps.mac(2)])
+    n_bad = sum(1 for f in frames if f[:6] == bytes.fromhex("020000000001"))
+    n_good = len(frames) - n_bad
+    in_pcap = pcaps.write_pcap(tmp_path / "in.pcap", frames)
+    cfg = mgr.config(
+        ports=pcaps.pcap_ports(in_pcap, tmp_path / "out.pcap"),
+        services=[
+            {"name": "bad", "exec": str(BADREGION), "args": ["--corrupt", what]},
+            {"name": "good", "exec": "squall-nf-fwd"},
+        ],
+        chains=[
+            {"name": "badc", "services": ["bad"]},
+            {"name": "goodc", "services": ["good"]},
+        ],
+        rules=[
+            {"in_port": "in", "dst_mac": pcaps.mac(1), "chain": "badc", "out_port": "out"},
+            {"in_port": "in", "dst_mac": pcaps.mac(2), "chain": "goodc", "out_port": "out"},
+        ],
+    )
+    # The tx_ring NF is killed as soon as traffic flows: one may be all start sees.
+    mgr.start(cfg, want_nfs=2 if bad_flows else 1)
+    mgr.wait_for(
+        lambda: mgr.stats()["region_corrupt"][key] >= 1, 30, f"region_corrupt {key} counted"
+    )
+    mgr.wait_for(
+        lambda: mgr.chains()["goodc"]["tx_pkts"] == n_good, 30, "the good chain's packets out"
+    )
+    want_bad = n_bad if bad_flows else 0
+    mgr.wait_for(
+        lambda: mgr.stats()["tx_pkts"] + mgr.stats()["drop_pkts"] == len(frames),
+        30,
+        "every packet out or dropped",
+    )
+    assert mgr.is_running(), mgr.log_tail()
+    ex = mgr.finish()  # exit 0, every mbuf home
+    st = ex["stats"]
+    assert ex["chains"]["goodc"]["tx_pkts"] == n_good
+    assert ex["chains"]["badc"]["tx_pkts"] == want_bad, st
+    if not bad_flows:
+        assert st["drops"]["nf_died"] == n_bad, st
+    assert st["region_corrupt"][key] >= 1, st
+    # Names come from the manager's config, never from the NF's control block.
+    assert {nf["service"] for nf in ex["nfs"].values()} == {"bad", "good"}
