@@ -2,7 +2,7 @@
  * squall-nf-badregion, for tests only: a hostile NF. It rewrites one piece
  * of shared state the manager used to trust, then forwards packets as usual:
  *
- *   squall-nf-badregion --corrupt tx_ready_off|core_group|service|mgr_state|rx_ring|tx_ring
+ *   squall-nf-badregion --corrupt tx_ready_off|core_group|service|mgr_state|rx_ring|tx_ring|mempool
  *
  * tx_ready_off  the header's offset of the tx-ready bitmap, to 1 TiB away
  * core_group    its ctl's core group, to 2^31 - 1
@@ -12,6 +12,9 @@
  *               trusting them writes 2 GiB past the ring
  * tx_ring       at its first burst, its tx ring's producer position, 2^28
  *               entries ahead of the manager's consumer position
+ * mempool       the mempool header its first packet's mbuf->pool points to
+ *               (zeroed: in the region on f4c91f1; now outside it, and the
+ *               NF dies of its own write)
  *
  * Each is done once, at the NF's first burst (every NF is up by then), but
  * rx_ring: before the NF runs its loop, while its rx ring is still empty.
@@ -35,11 +38,12 @@ enum corruption {
 	C_MGR_STATE,
 	C_RX_RING,
 	C_TX_RING,
+	C_MEMPOOL,
 	C_MAX
 };
 
-static const char *const names[C_MAX] = {"tx_ready_off", "core_group", "service",
-					 "mgr_state",    "rx_ring",    "tx_ring"};
+static const char *const names[C_MAX] = {"tx_ready_off", "core_group", "service", "mgr_state",
+					 "rx_ring",      "tx_ring",    "mempool"};
 
 struct bad {
 	enum corruption what;
@@ -54,7 +58,7 @@ ring_at(struct sq_nf *nf, uint64_t off)
 }
 
 static void
-corrupt_now(struct bad *b)
+corrupt_now(struct bad *b, struct rte_mbuf *pkt)
 {
 	struct sq_region_hdr *hdr = sq_nf_region(b->nf);
 	struct sq_nf_ctl *ctl = sq_nf_ctl(b->nf);
@@ -76,6 +80,7 @@ corrupt_now(struct bad *b)
 		r = ring_at(b->nf, ctl->tx_ring_off);
 		r->prod.head = r->prod.tail = r->prod.tail + 0x10000000u;
 		break;
+	case C_MEMPOOL: memset((void *)pkt->pool, 0, sizeof(*pkt->pool)); break;
 	default: break;
 	}
 	b->done = true;
@@ -86,10 +91,8 @@ handle(struct rte_mbuf **pkts, uint16_t n, void *arg)
 {
 	struct bad *b = arg;
 
-	(void)pkts;
-	(void)n;
-	if (!b->done)
-		corrupt_now(b);
+	if (!b->done && n > 0)
+		corrupt_now(b, pkts[0]);
 }
 
 int
@@ -117,14 +120,14 @@ main(int argc, char **argv)
 	}
 	if (b.what == C_MAX) {
 		fprintf(stderr, NF_NAME ": --corrupt tx_ready_off|core_group|service|mgr_state|"
-					"rx_ring|tx_ring\n");
+					"rx_ring|tx_ring|mempool\n");
 		return NF_EXIT_USAGE;
 	}
 	ret = nf_opt_attach(argc, argv, &b.nf);
 	if (ret != 0)
 		return ret;
 	if (b.what == C_RX_RING)
-		corrupt_now(&b);
+		corrupt_now(&b, NULL);
 	sq_nf_set_burst_handler(b.nf, handle, &b);
 	return sq_nf_run(b.nf) < 0 ? NF_EXIT_FAIL : NF_EXIT_OK;
 }
