@@ -18,7 +18,6 @@
 #include <rte_errno.h>
 #include <rte_malloc.h>
 #include <rte_mbuf.h>
-#include <rte_mbuf_pool_ops.h>
 #include <rte_mempool.h>
 
 #include "mgr.h"
@@ -228,72 +227,22 @@ create_heap(struct mgr *mgr, size_t heap_off, size_t len, size_t page_bytes)
 	return 0;
 }
 
-static void
-free_objs(struct rte_mempool_memhdr *memhdr, void *opaque)
-{
-	(void)memhdr;
-	rte_free(opaque);
-}
-
-/* The mbufs in the region, the pool itself (header, per-lcore caches, the
- * ring of free mbufs) in the manager's own memory: NFs never allocate or
- * free, and a pool an NF could rewrite would be the manager's to crash on.
- * mbuf->pool then points outside the region: only the manager follows it. */
 static int
 create_pool(struct mgr *mgr)
 {
 	const struct sq_config *cfg = mgr->cfg;
-	struct rte_pktmbuf_pool_private priv = {
-		.mbuf_data_room_size = (uint16_t)cfg->mbuf_data_room,
-		.mbuf_priv_size = SQ_PKT_META_SIZE,
-	};
-	struct rte_mempool *mp;
-	size_t len;
-	void *objs;
-	int ret;
 
-	mp = rte_mempool_create_empty("sq_pool", cfg->mbufs,
-				      sizeof(struct rte_mbuf) + SQ_PKT_META_SIZE +
-					      cfg->mbuf_data_room,
-				      POOL_CACHE, sizeof(priv), SOCKET_ID_ANY, 0);
-	if (mp == NULL)
-		goto out_err;
-	ret = rte_mempool_set_ops_byname(mp, rte_mbuf_best_mempool_ops(), NULL);
-	if (ret < 0) {
-		rte_errno = -ret;
-		goto out_free;
+	mgr->pool = rte_pktmbuf_pool_create("sq_pool", cfg->mbufs, POOL_CACHE, SQ_PKT_META_SIZE,
+					    (uint16_t)cfg->mbuf_data_room, mgr->heap_socket);
+	if (mgr->pool == NULL) {
+		MGR_LOG(ERR,
+			"cannot create a pool of %u mbufs in the %u MiB region: %s "
+			"(raise manager.region_mb or lower manager.mbufs)\n",
+			cfg->mbufs, cfg->region_mb, rte_strerror(rte_errno));
+		return -ENOMEM;
 	}
-	rte_pktmbuf_pool_init(mp, &priv);
-	/* Whole objects, one after another, plus one: the first is aligned. */
-	len = ((size_t)cfg->mbufs + 1) * (mp->header_size + mp->elt_size + mp->trailer_size);
-	objs = rte_malloc_socket("sq_mbufs", len, RTE_CACHE_LINE_SIZE, mgr->heap_socket);
-	if (objs == NULL) {
-		rte_errno = ENOMEM;
-		goto out_free;
-	}
-	ret = rte_mempool_populate_iova(mp, objs, RTE_BAD_IOVA, len, free_objs, objs);
-	if (ret < 0 || mp->populated_size != mp->size) {
-		if (ret >= 0)
-			rte_errno = ENOMEM;
-		else
-			rte_errno = -ret;
-		if (ret <= 0)
-			rte_free(objs);
-		goto out_free;
-	}
-	rte_mempool_obj_iter(mp, rte_pktmbuf_init, NULL);
-	rte_mempool_obj_iter(mp, clear_meta, NULL);
-	mgr->pool = mp;
+	rte_mempool_obj_iter(mgr->pool, clear_meta, NULL);
 	return 0;
-
-out_free:
-	rte_mempool_free(mp);
-out_err:
-	MGR_LOG(ERR,
-		"cannot create a pool of %u mbufs in the %u MiB region: %s "
-		"(raise manager.region_mb or lower manager.mbufs)\n",
-		cfg->mbufs, cfg->region_mb, rte_strerror(rte_errno));
-	return -ENOMEM;
 }
 
 int

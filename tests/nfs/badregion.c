@@ -2,7 +2,7 @@
  * squall-nf-badregion, for tests only: a hostile NF. It rewrites one piece
  * of shared state the manager used to trust, then forwards packets as usual:
  *
- *   squall-nf-badregion --corrupt tx_ready_off|core_group|service|mgr_state|rx_ring|tx_ring|mempool
+ *   squall-nf-badregion --corrupt tx_ready_off|core_group|service|mgr_state|rx_ring|tx_ring
  *
  * tx_ready_off  the header's offset of the tx-ready bitmap, to 1 TiB away
  * core_group    its ctl's core group, to 2^31 - 1
@@ -12,9 +12,6 @@
  *               trusting them writes 2 GiB past the ring
  * tx_ring       at its first burst, its tx ring's producer position, 2^28
  *               entries ahead of the manager's consumer position
- * mempool       the mempool header its first packet's mbuf->pool points to
- *               (zeroed: in the region on f4c91f1; now outside it, and the
- *               NF dies of its own write)
  *
  * Each is done once, at the NF's first burst (every NF is up by then), but
  * rx_ring: before the NF runs its loop, while its rx ring is still empty.
@@ -38,12 +35,11 @@ enum corruption {
 	C_MGR_STATE,
 	C_RX_RING,
 	C_TX_RING,
-	C_MEMPOOL,
 	C_MAX
 };
 
-static const char *const names[C_MAX] = {"tx_ready_off", "core_group", "service", "mgr_state",
-					 "rx_ring",      "tx_ring",    "mempool"};
+static const char *const names[C_MAX] = {"tx_ready_off", "core_group", "service",
+					 "mgr_state",    "rx_ring",    "tx_ring"};
 
 struct bad {
 	enum corruption what;
@@ -58,7 +54,7 @@ ring_at(struct sq_nf *nf, uint64_t off)
 }
 
 static void
-corrupt_now(struct bad *b, struct rte_mbuf *pkt)
+corrupt_now(struct bad *b)
 {
 	struct sq_region_hdr *hdr = sq_nf_region(b->nf);
 	struct sq_nf_ctl *ctl = sq_nf_ctl(b->nf);
@@ -80,7 +76,6 @@ corrupt_now(struct bad *b, struct rte_mbuf *pkt)
 		r = ring_at(b->nf, ctl->tx_ring_off);
 		r->prod.head = r->prod.tail = r->prod.tail + 0x10000000u;
 		break;
-	case C_MEMPOOL: memset((void *)pkt->pool, 0, sizeof(*pkt->pool)); break;
 	default: break;
 	}
 	b->done = true;
@@ -91,8 +86,10 @@ handle(struct rte_mbuf **pkts, uint16_t n, void *arg)
 {
 	struct bad *b = arg;
 
-	if (!b->done && n > 0)
-		corrupt_now(b, pkts[0]);
+	(void)pkts;
+	(void)n;
+	if (!b->done)
+		corrupt_now(b);
 }
 
 int
@@ -120,14 +117,14 @@ main(int argc, char **argv)
 	}
 	if (b.what == C_MAX) {
 		fprintf(stderr, NF_NAME ": --corrupt tx_ready_off|core_group|service|mgr_state|"
-					"rx_ring|tx_ring|mempool\n");
+					"rx_ring|tx_ring\n");
 		return NF_EXIT_USAGE;
 	}
 	ret = nf_opt_attach(argc, argv, &b.nf);
 	if (ret != 0)
 		return ret;
 	if (b.what == C_RX_RING)
-		corrupt_now(&b, NULL);
+		corrupt_now(&b);
 	sq_nf_set_burst_handler(b.nf, handle, &b);
 	return sq_nf_run(b.nf) < 0 ? NF_EXIT_FAIL : NF_EXIT_OK;
 }
