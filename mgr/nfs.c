@@ -206,6 +206,14 @@ mgr_nfs_spawn(struct mgr *mgr, struct mgr_nf *nf)
 	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
 	posix_spawnattr_setpgroup(&attr, 0);
 	atomic_store(&nf->ctl->pid, 0); /* the new process claims the slot */
+	if (nf->ring_broken) {
+		/* The last process of this slot scrambled its rings (its packets
+		 * were reclaimed by their tags): start them anew. */
+		rte_ring_reset(nf->rx);
+		rte_ring_reset(nf->tx);
+		nf->tx_cons = 0;
+		nf->ring_broken = false;
+	}
 	atomic_store(&nf->ctl->state, SQ_NF_SPAWNED);
 	nf->start_tsc = rte_rdtsc();
 	ret = posix_spawn(&nf->pid, cs->exec, &fa, &attr, argv, envp);
