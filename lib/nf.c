@@ -46,6 +46,10 @@ struct sq_nf {
 	struct sq_nf_ctl *ctl;
 	struct rte_ring *rx;
 	struct rte_ring *tx;
+	/* Read once at attach: the region's copies are writable by any NF. */
+	_Atomic uint64_t *tx_ready;
+	uint32_t id;
+	uint32_t core_group;
 	sq_pkt_handler_fn pkt_fn;
 	sq_burst_handler_fn burst_fn;
 	void *handler_arg;
@@ -80,17 +84,36 @@ argv_take(int *argc, char **argv, int i, int n)
 	*argc -= n;
 }
 
+/* The region: --sq-region PATH, else the fd the manager passed to its child
+ * (SQUALL_REGION_FD), else SQUALL_REGION. *region_fd is -1 unless the fd. */
 static int
-parse_args(int *argc, char **argv, const char **region, long *id)
+parse_args(int *argc, char **argv, const char **region, int *region_fd, long *id)
 {
 	const char *id_str = getenv("SQUALL_NF_ID");
+	const char *fd_str = getenv("SQUALL_REGION_FD");
 	char *end;
 	int i;
 
 	*region = getenv("SQUALL_REGION");
+	*region_fd = -1;
+	if (fd_str != NULL) {
+		errno = 0;
+		*region_fd = (int)strtol(fd_str, &end, 10);
+		if (errno != 0 || *end != '\0' || *region_fd < 0) {
+			SQ_LOG(ERR, NF, "bad SQUALL_REGION_FD \"%s\"\n", fd_str);
+			return -EINVAL;
+		}
+		if (*region == NULL)
+			*region = "SQUALL_REGION_FD";
+		/* Not for this NF's own children: the fd is closed once mapped. */
+		unsetenv("SQUALL_REGION_FD");
+	}
 	for (i = 1; i < *argc;) {
 		if (strcmp(argv[i], "--sq-region") == 0 && i + 1 < *argc) {
 			*region = argv[i + 1];
+			if (*region_fd >= 0)
+				close(*region_fd);
+			*region_fd = -1;
 			argv_take(argc, argv, i, 2);
 		} else if (strcmp(argv[i], "--sq-id") == 0 && i + 1 < *argc) {
 			id_str = argv[i + 1];
@@ -138,17 +161,24 @@ sq_nf_init(int argc, char **argv, struct sq_nf **out)
 	const char *region_path;
 	struct sq_nf *nf;
 	int argc_left = argc;
+	int region_fd;
 	long id;
 	int ret;
 
 	log_level_from_env();
-	ret = parse_args(&argc_left, argv, &region_path, &id);
+	ret = parse_args(&argc_left, argv, &region_path, &region_fd, &id);
 	if (ret < 0)
 		return ret;
 	nf = calloc(1, sizeof(*nf));
 	if (nf == NULL)
 		return -ENOMEM;
-	ret = sq_region_map(region_path, &nf->hdr);
+	if (region_fd >= 0) {
+		/* The mapping holds the region now: the fd is not needed. */
+		ret = sq_region_map_fd(region_fd, region_path, &nf->hdr);
+		close(region_fd);
+	} else {
+		ret = sq_region_map(region_path, &nf->hdr);
+	}
 	if (ret < 0)
 		goto out_free;
 	if ((uint64_t)id >= nf->hdr->max_nfs) {
@@ -162,12 +192,33 @@ sq_nf_init(int argc, char **argv, struct sq_nf **out)
 		ret = -EINVAL;
 		goto out_unmap;
 	}
+	if (nf->ctl->core_group >= SQ_CORE_GROUPS ||
+	    nf->hdr->tx_ready_off + sq_tx_ready_words(nf->hdr->max_nfs) * sizeof(uint64_t) >
+		    nf->hdr->len_bytes) {
+		SQ_LOG(ERR, NF, "NF slot %ld: corrupt control block\n", id);
+		ret = -EPROTO;
+		goto out_unmap;
+	}
+	nf->id = (uint32_t)id;
+	nf->core_group = nf->ctl->core_group;
+	nf->tx_ready = sq_region_tx_ready(nf->hdr);
 	nf->rx = sq_region_ptr(nf->hdr, nf->ctl->rx_ring_off);
 	nf->tx = sq_region_ptr(nf->hdr, nf->ctl->tx_ring_off);
 	nf->spin_tsc = nf->ctl->spin_ns * nf->hdr->tsc_hz / 1000000000ull;
 	nf->spin_cur_tsc = nf->spin_tsc;
 	nf->spin_yield_tsc = SPIN_YIELD_NS * nf->hdr->tsc_hz / 1000000000ull;
-	atomic_store(&nf->ctl->pid, (int32_t)getpid());
+	/* Claim the slot: two processes on one slot would share its rings,
+	 * each taking the other's packets (both single-consumer rings). */
+	{
+		int32_t owner = 0;
+
+		if (!atomic_compare_exchange_strong(&nf->ctl->pid, &owner, (int32_t)getpid())) {
+			SQ_LOG(ERR, NF, "NF slot %ld is already attached by pid %d\n", id,
+			       (int)owner);
+			ret = -EBUSY;
+			goto out_unmap;
+		}
+	}
 	/* Spawned by the manager: go when it goes, even if it is SIGKILLed. */
 	{
 		bool child = getppid() == nf->hdr->mgr_pid;
@@ -263,8 +314,10 @@ sq_nf_stop(struct sq_nf *nf)
 static bool
 nf_should_stop(const struct sq_nf *nf)
 {
-	return nf->stop_local || atomic_load_explicit(&nf->ctl->stop, memory_order_relaxed) ||
-	       atomic_load_explicit(&nf->hdr->mgr_state, memory_order_relaxed) == SQ_MGR_STOPPING;
+	/* Our own stop word, not the header's mgr_state: a word every NF shares
+	 * would let one NF's stray write stop them all (the manager sets every
+	 * NF's stop when it stops). */
+	return nf->stop_local || atomic_load_explicit(&nf->ctl->stop, memory_order_relaxed);
 }
 
 /* Only off the hot path: a manager killed with SIGKILL cannot tell us. */
@@ -397,8 +450,7 @@ return_pkts(struct sq_nf *nf, struct rte_mbuf **pkts, unsigned int n)
 		if (likely(sent == n))
 			break;
 		nf->ctl->tx_full_spins++;
-		if (atomic_load_explicit(&nf->hdr->mgr_state, memory_order_relaxed) ==
-			    SQ_MGR_STOPPING ||
+		if (atomic_load_explicit(&nf->ctl->stop, memory_order_relaxed) ||
 		    ((nf->ctl->tx_full_spins & 0xffff) == 0 && mgr_is_gone(nf)))
 			break;
 		rte_pause();
@@ -408,8 +460,8 @@ return_pkts(struct sq_nf *nf, struct rte_mbuf **pkts, unsigned int n)
 	 * manager clears our bit before it drains, so either it sees these
 	 * packets now or our bit again next round. */
 	if (likely(sent > 0))
-		atomic_fetch_or_explicit(&sq_region_tx_ready(nf->hdr)[nf->ctl->id / 64],
-					 1ull << (nf->ctl->id % 64), memory_order_seq_cst);
+		atomic_fetch_or_explicit(&nf->tx_ready[nf->id / 64], 1ull << (nf->id % 64),
+					 memory_order_seq_cst);
 }
 
 /* One burst: dequeue, handle, return. @return packets handled. */
@@ -445,24 +497,21 @@ futex_wait(_Atomic uint32_t *word, uint32_t val, const struct timespec *timeout)
 static void
 count_awake(struct sq_nf *nf, int32_t delta)
 {
-	atomic_fetch_add_explicit(&nf->hdr->awake[nf->ctl->core_group].n, delta,
-				  memory_order_relaxed);
+	atomic_fetch_add_explicit(&nf->hdr->awake[nf->core_group].n, delta, memory_order_relaxed);
 }
 
 /* Other NFs of our core awake: worth a yield while we spin. */
 static bool
 others_awake(const struct sq_nf *nf)
 {
-	return atomic_load_explicit(&nf->hdr->awake[nf->ctl->core_group].n, memory_order_relaxed) >
-	       1;
+	return atomic_load_explicit(&nf->hdr->awake[nf->core_group].n, memory_order_relaxed) > 1;
 }
 
 /* NFs the manager woke on our core that have not run yet. */
 static bool
 others_woken(const struct sq_nf *nf)
 {
-	return atomic_load_explicit(&nf->hdr->woken[nf->ctl->core_group].n, memory_order_relaxed) >
-	       0;
+	return atomic_load_explicit(&nf->hdr->woken[nf->core_group].n, memory_order_relaxed) > 0;
 }
 
 /* Spin on an empty ring before sleeping: a cross-core wake costs ~30 us here
@@ -519,7 +568,7 @@ static void
 woke_up(struct sq_nf *nf)
 {
 	if (atomic_exchange(&nf->ctl->state, SQ_NF_AWAKE) == SQ_NF_WAKING)
-		atomic_fetch_sub_explicit(&nf->hdr->woken[nf->ctl->core_group].n, 1,
+		atomic_fetch_sub_explicit(&nf->hdr->woken[nf->core_group].n, 1,
 					  memory_order_relaxed);
 }
 

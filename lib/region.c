@@ -41,19 +41,13 @@ check_hdr(const char *path, const struct sq_region_hdr *hdr)
 }
 
 int
-sq_region_map(const char *path, struct sq_region_hdr **out)
+sq_region_map_fd(int fd, const char *path, struct sq_region_hdr **out)
 {
 	struct sq_region_hdr hdr;
 	void *addr;
 	ssize_t n;
-	int fd, ret;
+	int ret;
 
-	fd = open(path, O_RDWR | O_CLOEXEC);
-	if (fd < 0) {
-		ret = -errno;
-		SQ_LOG(ERR, NF, "%s: cannot open region: %s\n", path, strerror(errno));
-		return ret;
-	}
 	/* Magic and ABI first: a header of another ABI may have another size. */
 	memset(&hdr, 0, sizeof(hdr));
 	n = pread(fd, &hdr, sizeof(hdr), 0);
@@ -91,6 +85,21 @@ sq_region_map(const char *path, struct sq_region_hdr **out)
 	*out = addr;
 	ret = 0;
 out_close:
+	return ret;
+}
+
+int
+sq_region_map(const char *path, struct sq_region_hdr **out)
+{
+	int fd, ret;
+
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		ret = -errno;
+		SQ_LOG(ERR, NF, "%s: cannot open region: %s\n", path, strerror(errno));
+		return ret;
+	}
+	ret = sq_region_map_fd(fd, path, out);
 	close(fd);
 	return ret;
 }

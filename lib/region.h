@@ -9,6 +9,8 @@
 
 /** Map the region file at its recorded address. @return 0 or -errno. */
 int sq_region_map(const char *path, struct sq_region_hdr **out);
+/** The same from an open fd (path names it in messages); fd stays open. */
+int sq_region_map_fd(int fd, const char *path, struct sq_region_hdr **out);
 void sq_region_unmap(struct sq_region_hdr *hdr);
 
 #endif

@@ -810,9 +810,7 @@ start_instances(struct mgr *mgr, uint16_t s, uint32_t from, uint32_t to, char *e
 			ret = start_nf(mgr, nf);
 		if (ret < 0) {
 			snprintf(err, err_len, "service %s: instance %u did not start: %s",
-				 mgr->cfg->services[s].name[0] ? mgr->cfg->services[s].name
-							       : nf->ctl->service,
-				 i, strerror(-ret));
+				 mgr_nf_service_name(mgr, nf), i, strerror(-ret));
 			return ret;
 		}
 	}
@@ -875,7 +873,7 @@ retire_instances(struct mgr *mgr, uint16_t s, uint32_t from, uint32_t to)
 		while ((pid = __atomic_load_n(&nf->pid, __ATOMIC_ACQUIRE)) > 0 && !mgr->stop) {
 			if (now_ms() > deadline) {
 				MGR_LOG(WARNING, "%s#%u (pid %d) did not stop; killing it\n",
-					nf->ctl->service, nf->instance, pid);
+					mgr_nf_service_name(mgr, nf), nf->instance, pid);
 				kill(pid, SIGKILL);
 				deadline = now_ms() + STOP_TIMEOUT_MS;
 			}
@@ -1213,8 +1211,8 @@ reply(struct rte_tel_data *d, int ret, const char *err, unsigned int n_changes, 
 static bool
 running(void)
 {
-	return ctl.mgr != NULL && ctl.mgr->region != NULL &&
-	       atomic_load(&ctl.mgr->region->mgr_state) == SQ_MGR_RUNNING && !ctl.mgr->stop;
+	return ctl.mgr != NULL && ctl.mgr->region != NULL && ctl.mgr->mgr_state == SQ_MGR_RUNNING &&
+	       !ctl.mgr->stop;
 }
 
 static bool

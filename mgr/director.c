@@ -370,7 +370,7 @@ backlog_full(const struct mgr *mgr, uint16_t service)
 	uint32_t max = mgr->cfg->services[service].pool_backlog_max;
 	const struct mgr_nf *nf = &mgr->nfs[mgr->services[service].first_nf];
 
-	return max != 0 && atomic_load_explicit(&mgr->region->woken[nf->ctl->core_group].n,
+	return max != 0 && atomic_load_explicit(&mgr->region->woken[nf->core_group].n,
 						memory_order_relaxed) >= (int32_t)max;
 }
 

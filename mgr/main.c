@@ -295,7 +295,7 @@ start(struct mgr *mgr, const struct options *o, char *err, size_t err_len)
 	ret = mgr_nfs_spawn_all(mgr);
 	if (ret < 0)
 		return ret;
-	atomic_store(&mgr->region->mgr_state, SQ_MGR_RUNNING);
+	mgr_region_set_state(mgr, SQ_MGR_RUNNING);
 	if (mgr_capture_init(mgr) < 0)
 		MGR_LOG(WARNING, "capture commands not registered\n");
 	return 0;

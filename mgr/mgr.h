@@ -140,6 +140,13 @@ struct mgr_nf {
 	uint32_t closes_taken;   /* director: NF-side cleanups already accounted */
 	int32_t nice;            /* nice applied under the normal scheduler */
 	struct nf_wake wake;
+	/* The manager's copies of what it also wrote into the NF's ctl (which
+	 * the NF can rewrite): used as indexes and names, never read back. */
+	uint32_t core_group;
+	uint32_t rx_mask; /* the rings' masks, checked before each burst */
+	uint32_t tx_mask;
+	uint32_t tx_cons;   /* where our dequeues of the tx ring are */
+	bool ring_broken;   /* its tx ring made no sense: killed, never drained */
 	uint64_t start_tsc; /* spawn time, for start-to-ready */
 	uint64_t ready_tsc;
 	/* Supervision (nfs.c, control lcore; telemetry reads). */
@@ -190,10 +197,31 @@ struct core_wakes {
 	_Atomic uint64_t rate_per_s; /* wakes per second in the last window */
 };
 
+/* Region state an NF rewrote, found and repaired by the manager: the key
+ * in stats "region_corrupt". */
+#define MGR_FOREACH_CORRUPT(X)          \
+	X(TX_READY_OFF, "tx_ready_off") \
+	X(MGR_STATE, "mgr_state")       \
+	X(CORE_GROUP, "core_group")     \
+	X(SERVICE, "service")           \
+	X(STOP, "stop")                 \
+	X(RING, "ring")
+#define MGR_CORRUPT_ENUM(e, k) MGR_CORRUPT_##e,
+enum mgr_corrupt { MGR_FOREACH_CORRUPT(MGR_CORRUPT_ENUM) MGR_CORRUPT_MAX };
+extern const char *const mgr_corrupt_keys[MGR_CORRUPT_MAX];
+
 struct mgr {
 	struct sq_config *cfg;
 	struct sq_region_hdr *region;
-	char region_path[SQ_CFG_PATH_LEN];
+	char region_path[SQ_CFG_PATH_LEN]; /* a symlink to /proc/<pid>/fd/<region_fd> */
+	int region_fd;                     /* open while region_path is set */
+	/* The manager's own copies of header fields an NF can rewrite (region.c
+	 * checks the region against them, off the hot path). */
+	_Atomic uint64_t *tx_ready; /* the tx-ready bitmap */
+	uint64_t tx_ready_off;
+	uint32_t mgr_state;
+	uint32_t region_check_next;               /* the next NF whose ctl the check reads */
+	uint64_t region_corrupt[MGR_CORRUPT_MAX]; /* rewrites found, by field */
 	struct rte_mempool *pool;
 	int heap_socket;
 	void *heap_addr;
@@ -255,9 +283,27 @@ mgr_no_nf_cause(const struct mgr *mgr, uint16_t service)
 		       : SQ_DROP_NO_NF;
 }
 
+/* An NF's service name for logs: the config's, never the NF-writable copy in
+ * its control block; a removed service's slot has none. */
+static inline const char *
+mgr_nf_service_name(const struct mgr *mgr, const struct mgr_nf *nf)
+{
+	const char *name = mgr->cfg->services[nf->service].name;
+
+	return name[0] != '\0' ? name : "(removed service)";
+}
+
 /* region.c */
 int mgr_region_create(struct mgr *mgr, const char *dir);
 void mgr_region_destroy(struct mgr *mgr);
+/** Publish the manager's state to the NFs (and keep our own copy). */
+void mgr_region_set_state(struct mgr *mgr, enum sq_mgr_state state);
+/** Off the hot path: repair header and ctl fields an NF rewrote, counting each. */
+void mgr_region_check(struct mgr *mgr);
+/** An NF ring whose mask an NF rewrote: restore it from our copy, count it. */
+void mgr_region_repair_ring(struct mgr *mgr, struct rte_ring *r, uint32_t mask);
+/** An NF whose tx ring's positions make no sense: count it, kill it (once). */
+void mgr_region_ring_broken(struct mgr *mgr, struct mgr_nf *nf);
 int mgr_region_alloc_ring(struct mgr *mgr, const char *name, uint32_t slots, unsigned int flags,
 			  struct rte_ring **out);
 

@@ -98,9 +98,13 @@ rings_done:
 	ctl->burst_max = cs->burst_max;
 	ctl->batch_budget_pkts = cs->batch_budget_pkts;
 	ctl->spin_ns = cs->spin_ns;
-	ctl->core_group = mgr->cfg->nf_core >= 0 && mgr->cfg->nf_core < SQ_CORE_GROUPS - 1
-				  ? (uint32_t)mgr->cfg->nf_core
-				  : SQ_CORE_GROUPS - 1;
+	nf->core_group = mgr->cfg->nf_core >= 0 && mgr->cfg->nf_core < SQ_CORE_GROUPS - 1
+				 ? (uint32_t)mgr->cfg->nf_core
+				 : SQ_CORE_GROUPS - 1;
+	ctl->core_group = nf->core_group; /* the NF's to read; we index with ours */
+	nf->rx_mask = nf->rx->mask;
+	nf->tx_mask = nf->tx->mask;
+	nf->tx_cons = nf->tx->cons.head;
 	snprintf(ctl->service, sizeof(ctl->service), "%s", cs->name);
 	mgr_wakeup_init_nf(nf, &cs->wake);
 	atomic_store(&ctl->state, SQ_NF_FREE);
@@ -206,8 +210,9 @@ mgr_nfs_spawn(struct mgr *mgr, struct mgr_nf *nf)
 {
 	const struct sq_cfg_service *cs = &mgr->cfg->services[nf->service];
 	char *argv[SQ_MAX_NF_ARGS + 2];
-	char env_region[SQ_CFG_PATH_LEN + 16], env_id[32];
-	char *envp[RTE_DIM(env_keep) + 3];
+	char env_region[SQ_CFG_PATH_LEN + 16], env_id[32], env_fd[32];
+	char *envp[RTE_DIM(env_keep) + 4];
+	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t attr;
 	size_t n_env = 0;
 	int ret;
@@ -224,7 +229,12 @@ mgr_nfs_spawn(struct mgr *mgr, struct mgr_nf *nf)
 	snprintf(env_id, sizeof(env_id), "SQUALL_NF_ID=%u", nf->id);
 	envp[n_env++] = env_region;
 	envp[n_env++] = env_id;
+	/* The region fd, kept open (close-on-exec cleared) in the child only. */
+	snprintf(env_fd, sizeof(env_fd), "SQUALL_REGION_FD=%d", mgr->region_fd);
+	envp[n_env++] = env_fd;
 	envp[n_env] = NULL;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, mgr->region_fd, mgr->region_fd);
 
 	argv[0] = (char *)(uintptr_t)cs->exec;
 	for (uint32_t i = 0; i < cs->n_args; i++)
@@ -237,10 +247,20 @@ mgr_nfs_spawn(struct mgr *mgr, struct mgr_nf *nf)
 	posix_spawnattr_init(&attr);
 	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
 	posix_spawnattr_setpgroup(&attr, 0);
+	atomic_store(&nf->ctl->pid, 0); /* the new process claims the slot */
+	if (nf->ring_broken) {
+		/* The last process of this slot scrambled its rings (its packets
+		 * were reclaimed by their tags): start them anew. */
+		rte_ring_reset(nf->rx);
+		rte_ring_reset(nf->tx);
+		nf->tx_cons = 0;
+		nf->ring_broken = false;
+	}
 	atomic_store(&nf->ctl->state, SQ_NF_SPAWNED);
 	nf->start_tsc = rte_rdtsc();
-	ret = posix_spawn(&nf->pid, cs->exec, NULL, &attr, argv, envp);
+	ret = posix_spawn(&nf->pid, cs->exec, &fa, &attr, argv, envp);
 	posix_spawnattr_destroy(&attr);
+	posix_spawn_file_actions_destroy(&fa);
 	if (ret != 0) {
 		atomic_store(&nf->ctl->state, SQ_NF_DEAD);
 		MGR_LOG(ERR, "%s#%u: cannot start %s: %s\n", cs->name, nf->instance, cs->exec,
@@ -280,7 +300,7 @@ wait_ready(struct mgr *mgr, struct mgr_nf *nf)
 	while (!mgr_nf_is_ready(nf)) {
 		if (waitpid(nf->pid, &status, WNOHANG) == nf->pid) {
 			MGR_LOG(ERR, "%s#%u (pid %d) exited during start with %s %d\n",
-				nf->ctl->service, nf->instance, nf->pid,
+				mgr->cfg->services[nf->service].name, nf->instance, nf->pid,
 				WIFSIGNALED(status) ? "signal" : "status",
 				WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
 			nf->pid = 0;
@@ -288,8 +308,9 @@ wait_ready(struct mgr *mgr, struct mgr_nf *nf)
 			return -ECHILD;
 		}
 		if (rte_rdtsc() > deadline) {
-			MGR_LOG(ERR, "%s#%u (pid %d) not ready after %d ms\n", nf->ctl->service,
-				nf->instance, nf->pid, NF_READY_TIMEOUT_MS);
+			MGR_LOG(ERR, "%s#%u (pid %d) not ready after %d ms\n",
+				mgr->cfg->services[nf->service].name, nf->instance, nf->pid,
+				NF_READY_TIMEOUT_MS);
 			return -ETIMEDOUT;
 		}
 		nanosleep(&nap, NULL);
@@ -381,7 +402,9 @@ reclaim_nf(struct mgr *mgr, struct mgr_nf *nf, enum sq_drop cause)
 	while ((n = mgr_tx_drain_nf(mgr, nf)) > 0)
 		returned += n;
 	mgr_steer_flush(mgr, &mgr->tx);
-	queued = drop_ring(mgr, nf->rx, cause);
+	/* A broken ring's slots are not to be trusted: the owner scan finds its
+	 * packets by their tags all the same. */
+	queued = nf->ring_broken ? 0 : drop_ring(mgr, nf->rx, cause);
 	nf->deq_pkts += queued;
 	if (mgr_nf_outstanding(mgr, nf) > 0) {
 		nf->reclaim_pending = true;
@@ -389,7 +412,7 @@ reclaim_nf(struct mgr *mgr, struct mgr_nf *nf, enum sq_drop cause)
 	}
 	if (returned > 0 || queued > 0)
 		MGR_LOG(INFO, "%s#%u: %u packets carried out, %u dropped from its ring\n",
-			nf->ctl->service, nf->instance, returned, queued);
+			mgr_nf_service_name(mgr, nf), nf->instance, returned, queued);
 }
 
 struct held_scan {
@@ -554,7 +577,7 @@ mgr_nfs_supervise(struct mgr *mgr)
 				   now - nf->start_tsc > hz / 1000 * NF_READY_TIMEOUT_MS) {
 				MGR_LOG(WARNING,
 					"%s#%u (pid %d) not ready after %d ms; killing it\n",
-					nf->ctl->service, nf->instance, nf->pid,
+					mgr_nf_service_name(mgr, nf), nf->instance, nf->pid,
 					NF_READY_TIMEOUT_MS);
 				kill(nf->pid, SIGKILL);
 				nf->start_tsc = now; /* once */
@@ -671,7 +694,7 @@ mgr_nfs_watchdog(struct mgr *mgr)
 		MGR_LOG(WARNING,
 			"%s#%u (pid %d): no progress for %u ms holding %" PRIu64
 			" packets (watchdog_ms); killing it\n",
-			nf->ctl->service, nf->instance, nf->pid, wd_ms, held);
+			mgr_nf_service_name(mgr, nf), nf->instance, nf->pid, wd_ms, held);
 		nf->wd_killed = true;
 		nf->watchdog_kills++;
 		kill(nf->pid, SIGKILL);
@@ -692,7 +715,7 @@ static bool
 nf_gone(struct mgr *mgr, struct mgr_nf *nf, int status)
 {
 	bool clean = atomic_load(&nf->ctl->state) == SQ_NF_EXITED;
-	bool stopping = atomic_load(&mgr->region->mgr_state) == SQ_MGR_STOPPING;
+	bool stopping = mgr->mgr_state == SQ_MGR_STOPPING;
 	bool retiring = atomic_load(&nf->retiring);
 	bool failure = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 
@@ -709,16 +732,16 @@ nf_gone(struct mgr *mgr, struct mgr_nf *nf, int status)
 	set_exit_reason(nf, status);
 	/* Expected at shutdown: INFO; otherwise the user should know: WARNING. */
 	rte_log((stopping || retiring) && clean ? RTE_LOG_INFO : RTE_LOG_WARNING, sq_logtype_mgr,
-		"squall-mgr: %s#%u (pid %d) %s %d\n", nf->ctl->service, nf->instance, nf->pid,
-		WIFSIGNALED(status) ? "killed by signal" : "exited with",
+		"squall-mgr: %s#%u (pid %d) %s %d\n", mgr->cfg->services[nf->service].name,
+		nf->instance, nf->pid, WIFSIGNALED(status) ? "killed by signal" : "exited with",
 		WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
 	nf->pid = 0;
 	/* Woken but never ran: it no longer waits for its core. Died awake:
 	 * it no longer counts among the awake (a clean exit uncounted itself). */
 	if (atomic_load(&nf->ctl->state) == SQ_NF_WAKING)
-		atomic_fetch_sub(&mgr->region->woken[nf->ctl->core_group].n, 1);
+		atomic_fetch_sub(&mgr->region->woken[nf->core_group].n, 1);
 	else if (!clean && atomic_load(&nf->ctl->state) == SQ_NF_AWAKE)
-		atomic_fetch_sub(&mgr->region->awake[nf->ctl->core_group].n, 1);
+		atomic_fetch_sub(&mgr->region->awake[nf->core_group].n, 1);
 	if (!clean)
 		atomic_store(&nf->ctl->state, SQ_NF_DEAD);
 	reclaim_nf(mgr, nf,
@@ -770,7 +793,7 @@ mgr_nfs_stop_all(struct mgr *mgr)
 	const struct timespec nap = {.tv_nsec = 200 * 1000};
 	uint64_t deadline = rte_rdtsc() + rte_get_tsc_hz() / 1000 * NF_STOP_TIMEOUT_MS;
 
-	atomic_store(&mgr->region->mgr_state, SQ_MGR_STOPPING);
+	mgr_region_set_state(mgr, SQ_MGR_STOPPING);
 	for (uint32_t i = 0; i < mgr->n_nfs; i++) {
 		atomic_store(&mgr->nfs[i].ctl->stop, 1);
 		mgr_wakeup_force(mgr, &mgr->nfs[i]);
@@ -784,8 +807,8 @@ mgr_nfs_stop_all(struct mgr *mgr)
 	for (uint32_t i = 0; i < mgr->n_nfs; i++) {
 		if (mgr->nfs[i].pid > 0) {
 			MGR_LOG(WARNING, "%s#%u (pid %d) did not stop in %d ms; killing it\n",
-				mgr->nfs[i].ctl->service, mgr->nfs[i].instance, mgr->nfs[i].pid,
-				NF_STOP_TIMEOUT_MS);
+				mgr->cfg->services[mgr->nfs[i].service].name, mgr->nfs[i].instance,
+				mgr->nfs[i].pid, NF_STOP_TIMEOUT_MS);
 			kill(mgr->nfs[i].pid, SIGKILL);
 		}
 	}

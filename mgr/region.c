@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause
- * The shared region (DESIGN §2): a hugetlbfs file mapped at a fixed address,
+ * The shared region (DESIGN §2): an unlinked hugetlbfs file mapped at a fixed address,
  * registered with DPDK as an external heap, holding the mbuf pool, every NF
  * ring and the NF control blocks. NFs map the same file at the same address.
  */
@@ -8,6 +8,7 @@
 #include <linux/magic.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/statfs.h>
@@ -25,8 +26,10 @@
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif
 
-#define HEAP_NAME  "squall"
-#define POOL_CACHE 256
+#define HEAP_NAME          "squall"
+/* Where the symlink to the region fd is published (NFs started by hand). */
+#define SQ_REGION_LINK_DIR "/dev/shm"
+#define POOL_CACHE         256
 
 static bool
 dir_is_hugetlbfs(const char *dir, size_t *page_bytes)
@@ -57,53 +60,71 @@ choose_dir(const char *want, char *dir, size_t len, size_t *page_bytes)
 	*page_bytes = (size_t)sysconf(_SC_PAGESIZE);
 }
 
-/* A region file left by a manager that died: remove it; one whose manager
- * still runs: refuse, two managers of one name would share nothing. */
+/* A region path left by a manager that died (a symlink into the /proc of a
+ * gone process, or a region file of an older manager): remove it; one whose
+ * manager still runs: refuse, two managers of one name would share nothing. */
 static int
 remove_stale(const char *path)
 {
 	struct sq_region_hdr hdr;
-	ssize_t n;
+	ssize_t n = 0;
 	int fd;
 
 	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? 0 : -errno;
-	n = pread(fd, &hdr, sizeof(hdr), 0);
-	close(fd);
+	if (fd < 0 && errno != ENOENT)
+		return -errno;
+	if (fd >= 0) {
+		n = pread(fd, &hdr, sizeof(hdr), 0);
+		close(fd);
+	}
 	if (n == (ssize_t)sizeof(hdr) && hdr.magic == SQ_REGION_MAGIC && hdr.mgr_pid > 0 &&
 	    hdr.mgr_pid != getpid() && kill(hdr.mgr_pid, 0) == 0) {
 		MGR_LOG(ERR, "%s is in use by squall-mgr pid %d; pick another manager.name\n", path,
 			hdr.mgr_pid);
 		return -EBUSY;
 	}
-	MGR_LOG(NOTICE, "removing stale region %s\n", path);
-	return unlink(path) < 0 ? -errno : 0;
+	if (unlink(path) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	MGR_LOG(NOTICE, "removed stale region %s\n", path);
+	return 0;
 }
 
+/* The region is an unlinked file (hugetlbfs, else /dev/shm) held open by the
+ * manager and by every NF's mapping: the kernel frees its pages with the
+ * last holder, so a manager killed by SIGKILL leaves no hugepage behind once
+ * its NFs have gone. Spawned NFs inherit the fd; NFs started by hand open
+ * /dev/shm/squall-NAME.region, a symlink to /proc/<manager pid>/fd/<fd>
+ * (root or the manager's uid), which dangles, holding nothing, once the
+ * manager is gone. On tmpfs: hugetlbfs may refuse symlinks. */
 static int
 map_file(struct mgr *mgr, const char *dir, size_t len)
 {
+	char tmp[SQ_CFG_PATH_LEN + 48], target[64];
 	void *addr;
 	int fd, ret;
 
-	if (snprintf(mgr->region_path, sizeof(mgr->region_path), "%s/squall-%s.region", dir,
-		     mgr->cfg->name) >= (int)sizeof(mgr->region_path))
+	if (snprintf(mgr->region_path, sizeof(mgr->region_path), "%s/squall-%s.region",
+		     SQ_REGION_LINK_DIR, mgr->cfg->name) >= (int)sizeof(mgr->region_path) ||
+	    snprintf(tmp, sizeof(tmp), "%s/squall-%s.region.XXXXXX", dir, mgr->cfg->name) >=
+		    (int)sizeof(tmp)) {
+		mgr->region_path[0] = '\0';
 		return -ENAMETOOLONG;
+	}
 	ret = remove_stale(mgr->region_path);
 	if (ret < 0)
-		return ret;
-	fd = open(mgr->region_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		goto out_path;
+	fd = mkostemp(tmp, O_CLOEXEC);
 	if (fd < 0) {
 		ret = -errno;
-		MGR_LOG(ERR, "%s: %s\n", mgr->region_path, strerror(errno));
-		return ret;
+		MGR_LOG(ERR, "%s: %s\n", tmp, strerror(errno));
+		goto out_path;
 	}
+	unlink(tmp);
 	if (ftruncate(fd, (off_t)len) < 0) {
 		ret = -errno;
 		MGR_LOG(ERR, "%s: cannot size to %zu bytes: %s\n", mgr->region_path, len,
 			strerror(errno));
-		goto out_unlink;
+		goto out_close;
 	}
 	/* MAP_POPULATE: fault every hugepage now, so a short hugepage supply fails
 	 * here with a message instead of SIGBUS in the dataplane later. */
@@ -115,15 +136,23 @@ map_file(struct mgr *mgr, const char *dir, size_t len)
 			munmap(addr, len);
 		MGR_LOG(ERR, "%s: cannot map %zu MiB at %#llx: %s (enough free hugepages?)\n",
 			mgr->region_path, len >> 20, SQ_REGION_BASE_ADDR, strerror(-ret));
-		goto out_unlink;
+		goto out_close;
 	}
-	close(fd);
+	snprintf(target, sizeof(target), "/proc/%d/fd/%d", (int)getpid(), fd);
+	if (symlink(target, mgr->region_path) < 0) {
+		ret = -errno;
+		MGR_LOG(ERR, "%s: %s\n", mgr->region_path, strerror(errno));
+		munmap(addr, len);
+		goto out_close;
+	}
+	mgr->region_fd = fd;
 	mgr->region = addr;
 	return 0;
 
-out_unlink:
+out_close:
 	close(fd);
-	unlink(mgr->region_path);
+out_path:
+	mgr->region_path[0] = '\0';
 	return ret;
 }
 
@@ -138,11 +167,14 @@ fill_header(struct mgr *mgr, size_t len, uint32_t max_nfs, size_t table_off, siz
 	hdr->len_bytes = len;
 	hdr->nf_table_off = table_off;
 	hdr->tx_ready_off = ready_off;
+	mgr->tx_ready_off = ready_off;
+	mgr->tx_ready = (_Atomic uint64_t *)((uintptr_t)hdr + ready_off);
 	hdr->max_nfs = max_nfs;
 	hdr->nf_ctl_size = sizeof(struct sq_nf_ctl);
 	hdr->mbuf_priv_size = SQ_PKT_META_SIZE;
 	hdr->tsc_hz = rte_get_tsc_hz();
 	hdr->mgr_pid = getpid();
+	mgr->mgr_state = SQ_MGR_STARTING;
 	atomic_store(&hdr->mgr_state, SQ_MGR_STARTING);
 	snprintf(hdr->name, sizeof(hdr->name), "%s", mgr->cfg->name);
 	/* Magic last: an NF that reads a half-written header sees no magic. */
@@ -292,6 +324,97 @@ mgr_region_destroy(struct mgr *mgr)
 	}
 	if (mgr->region_path[0] != '\0') {
 		unlink(mgr->region_path);
+		close(mgr->region_fd);
 		mgr->region_path[0] = '\0';
 	}
+}
+
+#define MGR_CORRUPT_KEY(e, k) [MGR_CORRUPT_##e] = k,
+const char *const mgr_corrupt_keys[MGR_CORRUPT_MAX] = {MGR_FOREACH_CORRUPT(MGR_CORRUPT_KEY)};
+
+void
+mgr_region_set_state(struct mgr *mgr, enum sq_mgr_state state)
+{
+	mgr->mgr_state = state;
+	atomic_store(&mgr->region->mgr_state, state);
+}
+
+/* NFs read mgr_state (informational: an NF leaves its loop on its own
+ * ctl->stop, so one NF that rewrites this shared word stops no other) and the
+ * manager never reads it back: it decides on its own copy. */
+static void
+check_hdr(struct mgr *mgr)
+{
+	struct sq_region_hdr *hdr = mgr->region;
+
+	if (hdr->tx_ready_off != mgr->tx_ready_off) {
+		mgr->region_corrupt[MGR_CORRUPT_TX_READY_OFF]++;
+		hdr->tx_ready_off = mgr->tx_ready_off;
+	}
+	if (atomic_load_explicit(&hdr->mgr_state, memory_order_relaxed) != mgr->mgr_state) {
+		mgr->region_corrupt[MGR_CORRUPT_MGR_STATE]++;
+		atomic_store(&hdr->mgr_state, mgr->mgr_state);
+	}
+}
+
+/* An NF's ctl: the manager uses its own copies (struct mgr_nf, the config);
+ * what it repairs here is for the NFs that read them and for the count. */
+static void
+check_ctl(struct mgr *mgr, struct mgr_nf *nf)
+{
+	const char *name = mgr->cfg->services[nf->service].name;
+	struct sq_nf_ctl *ctl = nf->ctl;
+
+	if (ctl->core_group != nf->core_group) {
+		mgr->region_corrupt[MGR_CORRUPT_CORE_GROUP]++;
+		ctl->core_group = nf->core_group;
+	}
+	if (memchr(ctl->service, '\0', sizeof(ctl->service)) == NULL ||
+	    strcmp(ctl->service, name) != 0) {
+		mgr->region_corrupt[MGR_CORRUPT_SERVICE]++;
+		snprintf(ctl->service, sizeof(ctl->service), "%s", name);
+	}
+	/* The manager sets stop only when it stops everything. */
+	if (mgr->mgr_state != SQ_MGR_STOPPING &&
+	    atomic_load_explicit(&ctl->stop, memory_order_relaxed) != 0) {
+		mgr->region_corrupt[MGR_CORRUPT_STOP]++;
+		atomic_store(&ctl->stop, 0);
+	}
+}
+
+/* Every control period (10 ms): the header, and a slice of the NFs, so 10,000
+ * NFs cost no more a round than a few dozen. */
+#define CHECK_NFS_PER_CALL 64
+
+void
+mgr_region_check(struct mgr *mgr)
+{
+	if (mgr->region == NULL)
+		return;
+	check_hdr(mgr);
+	for (uint32_t i = 0; i < CHECK_NFS_PER_CALL && i < mgr->n_nfs; i++) {
+		if (mgr->region_check_next >= mgr->n_nfs)
+			mgr->region_check_next = 0;
+		check_ctl(mgr, &mgr->nfs[mgr->region_check_next++]);
+	}
+}
+
+void __rte_noinline
+mgr_region_repair_ring(struct mgr *mgr, struct rte_ring *r, uint32_t mask)
+{
+	mgr->region_corrupt[MGR_CORRUPT_RING]++;
+	r->mask = mask;
+	r->size = mask + 1;
+	r->capacity = mask;
+}
+
+void __rte_noinline
+mgr_region_ring_broken(struct mgr *mgr, struct mgr_nf *nf)
+{
+	mgr->region_corrupt[MGR_CORRUPT_RING]++;
+	nf->ring_broken = true;
+	MGR_LOG(WARNING, "%s#%u (pid %d) rewrote the positions of its tx ring; killing it\n",
+		mgr->cfg->services[nf->service].name, nf->instance, nf->pid);
+	if (nf->pid > 0)
+		kill(nf->pid, SIGKILL);
 }

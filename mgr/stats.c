@@ -6,9 +6,14 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
@@ -96,6 +101,11 @@ mgr_stats_visit_totals(const struct mgr *mgr, struct stats_sink *s)
 	for (int c = 0; c < SQ_DROP_MAX; c++)
 		s->u64(s, sq_drop_keys[c], t.drops[c]);
 	s->end(s);
+	/* Shared state an NF rewrote, found (and repaired) by the manager. */
+	s->begin(s, "region_corrupt");
+	for (int c = 0; c < MGR_CORRUPT_MAX; c++)
+		s->u64(s, mgr_corrupt_keys[c], mgr->region_corrupt[c]);
+	s->end(s);
 }
 
 void
@@ -132,14 +142,15 @@ static void
 visit_nf(const struct mgr *mgr, const struct mgr_nf *nf, struct stats_sink *s)
 {
 	const struct sq_nf_ctl *ctl = nf->ctl;
+	const char *service = mgr->cfg->services[nf->service].name; /* not ctl's: NF-writable */
 	char name[SQ_NAME_LEN + 16], key[SQ_NAME_LEN + 16];
 
-	snprintf(name, sizeof(name), "%s/%u", ctl->service, nf->instance);
+	snprintf(name, sizeof(name), "%s/%u", service, nf->instance);
 	key_from(key, sizeof(key), name);
 	s->begin(s, key);
 	s->str(s, "name", name);
 	s->u64(s, "id", nf->id);
-	s->str(s, "service", ctl->service);
+	s->str(s, "service", service);
 	s->u64(s, "instance", nf->instance);
 	s->u64(s, "pid", (uint64_t)nf->pid);
 	s->str(s, "state", mgr_nf_state_name(atomic_load(&ctl->state)));
@@ -379,11 +390,23 @@ mgr_stats_write_json(struct mgr *mgr, const char *path)
 		.sink = {.begin = json_begin, .end = json_end, .u64 = json_u64, .str = json_str},
 		.first = {true},
 	};
-	int ret = 0;
+	char tmp[PATH_MAX];
+	int fd, ret = 0;
 
-	j.f = fopen(path, "w");
-	if (j.f == NULL)
+	/* Into a new file of our own (O_EXCL: never a symlink or a hard link
+	 * someone planted), then renamed over path: rename replaces a symlink
+	 * at path instead of writing where it points. */
+	if (snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0)
 		return -errno;
+	if (fchmod(fd, 0644) < 0 || (j.f = fdopen(fd, "w")) == NULL) {
+		ret = -errno;
+		close(fd);
+		unlink(tmp);
+		return ret;
+	}
 	fputc('{', j.f);
 	json_begin(&j.sink, "stats");
 	mgr_stats_visit_totals(mgr, &j.sink);
@@ -406,6 +429,10 @@ mgr_stats_write_json(struct mgr *mgr, const char *path)
 	fputs("\n}\n", j.f);
 	if (fclose(j.f) != 0)
 		ret = -errno;
+	if (ret == 0 && rename(tmp, path) < 0)
+		ret = -errno;
+	if (ret < 0)
+		unlink(tmp);
 	return ret;
 }
 
@@ -442,6 +469,7 @@ mgr_stats_poll(struct mgr *mgr)
 	uint64_t now = rte_rdtsc();
 	uint64_t interval_tsc = rte_get_tsc_hz() / 1000 * mgr->cfg->stats_interval_ms;
 
+	mgr_region_check(mgr);
 	if (mgr->cfg->stats_interval_ms == 0 || mgr->quiet)
 		return 0;
 	if (last_tsc == 0) {

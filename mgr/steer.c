@@ -121,6 +121,10 @@ mgr_steer_flush_nf(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id)
 	 * packets stay untagged: they are the manager's until now. */
 	for (unsigned int i = 0; i < stage->n; i++)
 		sq_pkt_meta(stage->pkts[i])->owner = nf_id + 1;
+	/* The ring's header is in the region: an NF that rewrote its mask would
+	 * have us write past the ring. A compare with our copy per burst. */
+	if (unlikely(nf->rx->mask != nf->rx_mask))
+		mgr_region_repair_ring(mgr, nf->rx, nf->rx_mask);
 	sent = rte_ring_enqueue_burst(nf->rx, (void **)stage->pkts, stage->n, NULL);
 	MGR_CAPTURE_TAKEN(mgr, role, sent);
 	if (unlikely(sent < stage->n))

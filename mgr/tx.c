@@ -197,7 +197,7 @@ try_deactivate(struct mgr *mgr, struct mgr_nf *nf)
 static void
 read_tx_ready(struct mgr *mgr)
 {
-	_Atomic uint64_t *ready = sq_region_tx_ready(mgr->region);
+	_Atomic uint64_t *ready = mgr->tx_ready; /* not the region's offset: NF-writable */
 
 	for (size_t w = 0; w < mgr->n_tx_ready_words; w++)
 		mgr->tx_ready_seen[w] = atomic_load_explicit(&ready[w], memory_order_relaxed);
@@ -215,8 +215,7 @@ take_tx_ready(struct mgr *mgr, uint32_t id)
 
 	if ((mgr->tx_ready_seen[id / 64] & bit) == 0)
 		return (mgr->tx_more[id / 64] & bit) != 0;
-	atomic_fetch_and_explicit(&sq_region_tx_ready(mgr->region)[id / 64], ~bit,
-				  memory_order_seq_cst);
+	atomic_fetch_and_explicit(&mgr->tx_ready[id / 64], ~bit, memory_order_seq_cst);
 	return true;
 }
 
@@ -251,9 +250,24 @@ mgr_tx_drain_nf(struct mgr *mgr, struct mgr_nf *nf)
 	struct rte_mbuf *pkts[SQ_NF_BURST_MAX];
 	unsigned int n;
 
+	/* The ring's header is in the region: an NF that rewrote its mask
+	 * would have us read past the ring, one that moved our consumer
+	 * position or its producer's past a ring's worth would have us take
+	 * stale slots. Compares with our copies, per burst, on lines the
+	 * dequeue reads anyway; size and capacity follow from the mask. */
+	if (unlikely(nf->tx->mask != nf->tx_mask))
+		mgr_region_repair_ring(mgr, nf->tx, nf->tx_mask);
+	if (unlikely(nf->ring_broken))
+		return 0;
+	if (unlikely(nf->tx->cons.head != nf->tx_cons ||
+		     nf->tx->prod.tail - nf->tx_cons > nf->tx_mask)) {
+		mgr_region_ring_broken(mgr, nf);
+		return 0;
+	}
 	n = rte_ring_sc_dequeue_burst(nf->tx, (void **)pkts, SQ_NF_BURST_MAX, NULL);
 	if (n == 0)
 		return 0;
+	nf->tx_cons += n;
 	mgr->tx_now_tsc = rte_rdtsc();
 	nf->deq_pkts += n;
 	/* The NF just wrote each verdict on its core: fetch all the lines at once

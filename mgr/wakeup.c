@@ -117,7 +117,7 @@ timeout_now(const struct mgr *mgr, const struct mgr_nf *nf)
 	if (w->policy != SQ_WAKE_ADAPTIVE)
 		return w->timeout_tsc;
 	return RTE_MAX(w->timeout_tsc,
-		       atomic_load_explicit(&mgr->core_wakes[nf->ctl->core_group].floor_tsc,
+		       atomic_load_explicit(&mgr->core_wakes[nf->core_group].floor_tsc,
 					    memory_order_relaxed));
 }
 
@@ -150,14 +150,13 @@ wake(struct mgr *mgr, struct mgr_nf *nf, enum wake_reason why)
 		nf->wake.by_urgent++;
 	adapt(&nf->wake, why);
 	if (nf->wake.policy == SQ_WAKE_ADAPTIVE && why != WAKE_URGENT) {
-		struct core_wakes *cw = &mgr->core_wakes[nf->ctl->core_group];
+		struct core_wakes *cw = &mgr->core_wakes[nf->core_group];
 
 		atomic_fetch_add_explicit(&cw->wakes, 1, memory_order_relaxed);
 		if (why == WAKE_TIMEOUT)
 			atomic_fetch_add_explicit(&cw->timeout_wakes, 1, memory_order_relaxed);
 	}
-	atomic_fetch_add_explicit(&mgr->region->woken[nf->ctl->core_group].n, 1,
-				  memory_order_relaxed);
+	atomic_fetch_add_explicit(&mgr->region->woken[nf->core_group].n, 1, memory_order_relaxed);
 	futex_wake_one(&nf->ctl->state);
 	return true;
 }

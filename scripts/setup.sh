@@ -234,11 +234,14 @@ setup_hugepages() {
 
 # Squall files on hugetlbfs and /dev/shm that no live process has open or
 # mapped are left over from a crash; they pin hugepages, so remove them.
-# Candidates: region files and the EAL page files of a squall-* file prefix.
+# Candidates: region files of managers before the region became an unlinked
+# file (those pin hugepages), /dev/shm/squall-NAME.region symlinks into the
+# /proc of a manager that is gone (they pin nothing; removed when dangling)
+# and the EAL page files of a squall-* file prefix.
 remove_stale_regions() {
 	local candidates=() f
 	shopt -s nullglob
-	candidates=("$HUGEPAGE_DIR"/squall-*.region "$HUGEPAGE_DIR"/squall-*map_* /dev/shm/squall-*.region)
+	candidates=("$HUGEPAGE_DIR"/squall-*.region "$HUGEPAGE_DIR"/squall-*.region.* "$HUGEPAGE_DIR"/squall-*map_* /dev/shm/squall-*.region /dev/shm/squall-*.region.*)
 	shopt -u nullglob
 	if [[ ${#candidates[@]} -eq 0 ]]; then
 		info "no stale region files"
@@ -251,7 +254,14 @@ remove_stale_regions() {
 	} | grep -E '^/dev/(hugepages|shm)/squall-' | sort -u || true)
 	local removed=0 kept=0
 	for f in "${candidates[@]}"; do
-		if grep -qxF -- "$f" <<<"$in_use"; then
+		if [[ -L $f ]]; then
+			if [[ -e $f ]]; then
+				kept=$((kept + 1))
+				continue
+			fi
+			as_root rm -f -- "$f"
+			removed=$((removed + 1))
+		elif grep -qxF -- "$f" <<<"$in_use"; then
 			kept=$((kept + 1))
 		else
 			as_root rm -f -- "$f"

@@ -1,0 +1,195 @@
+"""What the manager trusts stays its own: an NF (or anyone) that rewrites
+shared state hurts at most itself, and the manager's files cannot be turned
+against it.
+
+- A manager killed by SIGKILL leaves no hugepage behind once its NFs are gone
+  (the region is an unlinked file held by its mappers, not a named file).
+- --exit-stats never writes through a symlink planted at its path.
+- Two processes cannot attach to one NF slot.
+- A hostile NF (tests/nfs/badregion.c) that rewrites shared state the manager
+  used as an index, address, size or decision costs the manager nothing: it
+  keeps running, another chain's packets flow, the rewrite is counted under
+  stats region_corrupt, and every mbuf is home at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pcaps
+import pytest
+from conftest import BUILD, NF_DIR, Manager, pid_is_alive
+
+N_PKTS = 50
+
+
+def one_fwd_chain(mgr: Manager, tmp_path: Path) -> dict:
+    in_pcap = pcaps.write_pcap(tmp_path / "in.pcap", pcaps.good_frames(N_PKTS, [pcaps.mac(1)]))
+    return mgr.config(
+        ports=pcaps.pcap_ports(in_pcap, tmp_path / "out.pcap"),
+        services=[{"name": "fwd", "exec": "squall-nf-fwd"}],
+        chains=[{"name": "c", "services": ["fwd"]}],
+        rules=[{"in_port": "in", "chain": "c", "out_port": "out"}],
+    )
+
+
+def test_exit_stats_replaces_a_symlink_instead_of_following_it(
+    mgr: Manager, tmp_path: Path
+) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    mgr.exit_stats_path.symlink_to(victim)
+    mgr.start(one_fwd_chain(mgr, tmp_path))
+    mgr.wait_for(lambda: mgr.stats()["tx_pkts"] == N_PKTS, 30, "every packet out")
+    ex = mgr.finish()
+    assert victim.read_text() == "precious\n"
+    assert not mgr.exit_stats_path.is_symlink()
+    assert ex["stats"]["tx_pkts"] == N_PKTS
+    assert json.loads(mgr.exit_stats_path.read_text())["stats"]["tx_pkts"] == N_PKTS
+    assert [p.name for p in tmp_path.glob("exit.json.*")] == []  # no temp file left
+
+
+def region_of(mgr: Manager) -> str:
+    """The path a hand-started NF attaches with (--sq-region)."""
+    return f"/dev/shm/squall-{mgr.name}.region"
+
+
+def test_a_second_process_cannot_attach_to_a_taken_slot(mgr: Manager, tmp_path: Path) -> None:
+    mgr.start(one_fwd_chain(mgr, tmp_path))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SQUALL_")}
+    r = subprocess.run(
+        [str(NF_DIR / "squall-nf-fwd"), "--sq-region", region_of(mgr), "--sq-id", "0"],
+        capture_output=True,
+        text=True,
+        timeout=20,
+        env=env,
+    )
+    assert r.returncode != 0
+    assert "already attached by pid" in r.stderr, r.stderr
+    # The slot's owner still gets every packet.
+    mgr.wait_for(lambda: mgr.stats()["tx_pkts"] == N_PKTS, 30, "every packet out")
+    assert mgr.nfs()["fwd#0"]["rx_pkts"] == N_PKTS
+    mgr.finish()
+
+
+def hugepages_free() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("HugePages_Free:"):
+            return int(line.split()[1])
+    raise AssertionError("no HugePages_Free in /proc/meminfo")
+
+
+def processes_mapping(needle: str) -> list[int]:
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if needle in (d / "maps").read_text():
+                    pids.append(int(d.name))
+            except OSError:
+                pass
+    return pids
+
+
+def test_a_killed_manager_leaves_no_hugepage_behind(mgr: Manager, tmp_path: Path) -> None:
+    before = hugepages_free()
+    cfg = one_fwd_chain(mgr, tmp_path)
+    cfg["services"] = [
+        {"name": "fwd", "exec": "squall-nf-fwd", "instances": 2},
+        {"name": "poll", "exec": "squall-nf-fwd", "mode": "poll"},
+    ]
+    cfg["chains"] = [{"name": "c", "services": ["fwd", "poll"]}]
+    mgr.start(cfg)
+    mgr.wait_for(lambda: mgr.stats()["tx_pkts"] == N_PKTS, 30, "every packet out")
+    nf_pids = {nf["pid"] for nf in mgr.nfs().values()}
+    assert len(nf_pids) == 3
+    region = f"squall-{mgr.name}.region"
+    assert processes_mapping(region), "the region is mapped under its name"
+    assert hugepages_free() <= before - 64 // 2, "the region took its hugepages"
+
+    assert mgr.proc is not None
+    mgr.proc.send_signal(signal.SIGKILL)
+    mgr.proc.wait(timeout=10)
+    # NFs go with their manager (PR_SET_PDEATHSIG, or their liveness check).
+    deadline = time.monotonic() + 10
+    while any(pid_is_alive(p) for p in nf_pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(pid_is_alive(p) for p in nf_pids), "NFs outlived their manager"
+    # Nobody holds the region: the kernel freed it, with no file to remove.
+    assert processes_mapping(region) == []
+    deadline = time.monotonic() + 10
+    while hugepages_free() < before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert hugepages_free() >= before, "hugepages still held after the manager died"
+    # What is left by name is a dangling symlink into the dead manager's /proc.
+    link = Path("/dev/shm") / region
+    assert link.is_symlink() and not link.exists()
+    link.unlink()
+
+
+BADREGION = BUILD / "tests" / "nfs" / "squall-nf-badregion"
+
+# (what the hostile NF rewrites, the region_corrupt key that counts it, whether
+# the hostile NF's own chain still carries its packets)
+TRUST_CASES = [
+    ("tx_ready_off", "tx_ready_off", True),
+    ("core_group", "core_group", True),
+    ("service", "service", True),
+    ("mgr_state", "mgr_state", True),
+    ("rx_ring", "ring", True),
+    ("tx_ring", "ring", False),  # killed: its packets are counted nf_died
+]
+
+
+@pytest.mark.parametrize(("what", "key", "bad_flows"), TRUST_CASES, ids=[c[0] for c in TRUST_CASES])
+def test_a_hostile_nf_costs_the_manager_nothing(
+    mgr: Manager, tmp_path: Path, what: str, key: str, bad_flows: bool
+) -> None:
+    frames = pcaps.good_frames(2 * N_PKTS, [pcaps.mac(1), pcaps.mac(2)])
+    n_bad = sum(1 for f in frames if f[:6] == bytes.fromhex("020000000001"))
+    n_good = len(frames) - n_bad
+    in_pcap = pcaps.write_pcap(tmp_path / "in.pcap", frames)
+    cfg = mgr.config(
+        ports=pcaps.pcap_ports(in_pcap, tmp_path / "out.pcap"),
+        services=[
+            {"name": "bad", "exec": str(BADREGION), "args": ["--corrupt", what]},
+            {"name": "good", "exec": "squall-nf-fwd"},
+        ],
+        chains=[
+            {"name": "badc", "services": ["bad"]},
+            {"name": "goodc", "services": ["good"]},
+        ],
+        rules=[
+            {"in_port": "in", "dst_mac": pcaps.mac(1), "chain": "badc", "out_port": "out"},
+            {"in_port": "in", "dst_mac": pcaps.mac(2), "chain": "goodc", "out_port": "out"},
+        ],
+    )
+    # The tx_ring NF is killed as soon as traffic flows: one may be all start sees.
+    mgr.start(cfg, want_nfs=2 if bad_flows else 1)
+    mgr.wait_for(
+        lambda: mgr.stats()["region_corrupt"][key] >= 1, 30, f"region_corrupt {key} counted"
+    )
+    mgr.wait_for(
+        lambda: mgr.chains()["goodc"]["tx_pkts"] == n_good, 30, "the good chain's packets out"
+    )
+    want_bad = n_bad if bad_flows else 0
+    mgr.wait_for(
+        lambda: mgr.stats()["tx_pkts"] + mgr.stats()["drop_pkts"] == len(frames),
+        30,
+        "every packet out or dropped",
+    )
+    assert mgr.is_running(), mgr.log_tail()
+    ex = mgr.finish()  # exit 0, every mbuf home
+    st = ex["stats"]
+    assert ex["chains"]["goodc"]["tx_pkts"] == n_good
+    assert ex["chains"]["badc"]["tx_pkts"] == want_bad, st
+    if not bad_flows:
+        assert st["drops"]["nf_died"] == n_bad, st
+    assert st["region_corrupt"][key] >= 1, st
+    # Names come from the manager's config, never from the NF's control block.
+    assert {nf["service"] for nf in ex["nfs"].values()} == {"bad", "good"}
