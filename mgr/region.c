@@ -365,6 +365,10 @@ check_ctl(struct mgr *mgr, struct mgr_nf *nf)
 	const char *name = mgr->cfg->services[nf->service].name;
 	struct sq_nf_ctl *ctl = nf->ctl;
 
+	/* Being stopped by the control role (its service removed or shrunk):
+	 * the manager set its stop word, and its service may have no name. */
+	if (atomic_load(&nf->retiring))
+		return;
 	if (ctl->core_group != nf->core_group) {
 		mgr->region_corrupt[MGR_CORRUPT_CORE_GROUP]++;
 		ctl->core_group = nf->core_group;

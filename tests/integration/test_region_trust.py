@@ -157,7 +157,13 @@ def test_a_hostile_nf_costs_the_manager_nothing(
     cfg = mgr.config(
         ports=pcaps.pcap_ports(in_pcap, tmp_path / "out.pcap"),
         services=[
-            {"name": "bad", "exec": str(BADREGION), "args": ["--corrupt", what]},
+            # restart: never: a killed hostile NF stays dead (the counts below)
+            {
+                "name": "bad",
+                "exec": str(BADREGION),
+                "args": ["--corrupt", what],
+                "restart": "never",
+            },
             {"name": "good", "exec": "squall-nf-fwd"},
         ],
         chains=[
