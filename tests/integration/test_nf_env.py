@@ -47,6 +47,7 @@ def test_nf_environment_is_minimal_and_the_managers(
         "LD_LIBRARY_PATH",
         "SQUALL_LOG_LEVEL",
         "SQUALL_REGION",
+        "SQUALL_REGION_FD",
         "SQUALL_NF_ID",
     }, env
     mgr.finish()

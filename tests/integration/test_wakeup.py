@@ -127,10 +127,13 @@ def test_fin_wakes_at_once(mgr: Manager) -> None:
     mgr.query("/squall/gen_rate,100")
     mgr.wait_port_tx("out", 3, timeout_s=8)
     mgr.query("/squall/gen_rate,0")
+    sent = int(mgr.query("/squall/gen")["sent_pkts"])
     nf = next(iter(mgr.nfs().values()))
     assert nf["wakes_by_urgent"] >= 1 and nf["wakes_by_timeout"] == 0, nf
     assert nf["wakes_by_thresh"] == 0, nf
-    mgr.finish()
+    # On a slow host the pause can come after the next connection's SYN: it
+    # waits below the threshold (the timeout is 10 s), and goes home at exit.
+    mgr.finish(live_mbufs=sent == 3)
 
 
 def test_no_nf_starves_on_a_shared_core(mgr: Manager) -> None:
