@@ -340,6 +340,8 @@ mgr_capture_nf(struct mgr *mgr, const struct role_ctx *role, enum mgr_cap_point 
 static void
 buf_put(struct capture *c, const void *p, size_t len)
 {
+	if (len == 0) /* an empty option: p may be NULL, which memcpy may not take */
+		return;
 	memcpy(c->buf + c->buf_len, p, len);
 	c->buf_len += len;
 }
