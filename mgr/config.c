@@ -1321,7 +1321,7 @@ set_defaults(struct sq_config *cfg)
 	cfg->rx_burst = 32;
 	cfg->max_flows = 65536;
 	cfg->flow_idle_timeout_ms = 10000;
-	cfg->flow_half_open_timeout_ms = 1000;
+	cfg->flow_half_open_timeout_ms = 5000;
 	cfg->flow_linger_ms = 200;
 	cfg->core_wakes_per_s = 50000;
 }

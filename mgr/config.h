@@ -162,7 +162,7 @@ struct sq_config {
 	uint32_t chain_priority;
 	uint32_t max_flows;                 /* flow table size; default 65536 */
 	uint32_t flow_idle_timeout_ms;      /* UDP and unclean ends; default 10000 */
-	uint32_t flow_half_open_timeout_ms; /* a TCP flow its SYN side never ACKed; 1000 */
+	uint32_t flow_half_open_timeout_ms; /* since a TCP flow's last unACKed SYN; 5000 */
 	uint32_t flow_linger_ms;            /* after FIN both ways or RST; default 200 */
 	/* adaptive wakes: the wake rate a core of NFs is held to, by stretching
 	 * adaptive timeouts; default 50000; 0 = no limit */

@@ -63,6 +63,10 @@ struct flow {
 	 * handshake done); until then the flow is half-open. */
 	uint8_t syn_from_lo;
 	uint8_t established;
+	/* The SYN side's last SYN: a retransmission (its first SYN or the
+	 * SYN-ACK lost) restarts the half-open timer, so a real client that
+	 * retries keeps its flow and its NFs; a spoofed SYN is never resent. */
+	uint64_t syn_tsc;
 	uint32_t nf[SQ_MAX_HOPS];
 	uint16_t n_hops;
 	uint64_t pkts, bytes;
@@ -498,6 +502,7 @@ new_flow(struct mgr *mgr, struct director *d, const struct flow_key *k,
 	}
 	f->state = FLOW_OPEN;
 	f->first_tsc = rte_rdtsc();
+	f->syn_tsc = f->first_tsc;
 	f->nf_priority = rule->nf_priority;
 	/* seed 000 Fig 7: a rule may raise the flow's NFs for its lifetime. */
 	if (rule->nf_priority > 0 && rule->assign == SQ_ASSIGN_PER_FLOW)
@@ -872,6 +877,9 @@ mgr_director_steer(struct mgr *mgr, struct role_ctx *role, const struct sq_cfg_r
 	if (unlikely(f->tcp && !f->established) && from_lo == f->syn_from_lo &&
 	    (flags & (RTE_TCP_SYN_FLAG | RTE_TCP_ACK_FLAG)) == RTE_TCP_ACK_FLAG)
 		f->established = 1;
+	else if (unlikely(f->tcp && !f->established) && from_lo == f->syn_from_lo &&
+		 (flags & (RTE_TCP_SYN_FLAG | RTE_TCP_ACK_FLAG)) == RTE_TCP_SYN_FLAG)
+		f->syn_tsc = meta->rx_tsc;
 	if (f->tcp && track_tcp(d, f, flags, from_lo, meta->rx_tsc))
 		hand_off(mgr, d, f);
 	meta->flow_id = (uint32_t)pos + 1;
@@ -1065,7 +1073,7 @@ expire_flows(struct mgr *mgr, struct director *d, uint64_t now)
 				rte_be_to_cpu_32(f->key.ip_hi), rte_be_to_cpu_16(f->key.port_hi),
 				f->key.proto, f->pkts, f->fins);
 		} else if (f->state == FLOW_OPEN && f->tcp && !f->established &&
-			   now - f->first_tsc > d->half_open_tsc) {
+			   now - f->syn_tsc > d->half_open_tsc) {
 			/* A SYN flood must not hold the pool's NFs for the idle
 			 * timeout: a handshake not done in flow_half_open_timeout_ms
 			 * ends the flow. */

@@ -103,7 +103,9 @@ def test_ab_through_per_flow_nfs(http_server: bytes, mgr: Manager, tmp_path: Pat
     assert connections >= N_REQUESTS + 1
     mgr.wait_for(lambda: mgr.query("/squall/flows")["flows_active"] == 0, 30, "every flow ended")
     flows = mgr.query("/squall/flows")
-    assert flows["flows_created"] == flows["flows_ended"] == connections, (connections, flows)
+    assert flows["flows_created"] == flows["flows_ended"] == connections, (
+        f"{connections} {flows} {mgr.stats()['drops']}"
+    )
     pools = mgr.query("/squall/pools")
     assert all(p["assigned"] == connections for p in pools.values()), pools
     mgr.wait_for(
@@ -130,7 +132,9 @@ def test_small_pool_queues_new_flows(http_server: bytes, mgr: Manager) -> None: 
     connections = active_opens() - opens_before
     mgr.wait_for(lambda: mgr.query("/squall/flows")["flows_active"] == 0, 30, "every flow ended")
     flows = mgr.query("/squall/flows")
-    assert flows["flows_created"] == flows["flows_ended"] == connections, (connections, flows)
+    assert flows["flows_created"] == flows["flows_ended"] == connections, (
+        f"{connections} {flows} {mgr.stats()['drops']}"
+    )
     pools = mgr.query("/squall/pools")
     assert pools["mon"]["waited"] > 0, pools  # 50 connections, 8 NFs: some waited
     assert all(p["wait_dropped"] == 0 and p["waiting"] == 0 for p in pools.values()), pools
