@@ -1394,7 +1394,7 @@ sq_config_service_index(const struct sq_config *cfg, const char *name)
 	int i;
 
 	for (i = 0; i < cfg->n_services; i++)
-		if (strcmp(cfg->services[i].name, name) == 0)
+		if (!cfg->services[i].draining && strcmp(cfg->services[i].name, name) == 0)
 			return i;
 	return -1;
 }
@@ -1405,7 +1405,22 @@ sq_config_chain_index(const struct sq_config *cfg, const char *name)
 	int i;
 
 	for (i = 0; i < cfg->n_chains; i++)
-		if (strcmp(cfg->chains[i].name, name) == 0)
+		if (!cfg->chains[i].draining && strcmp(cfg->chains[i].name, name) == 0)
 			return i;
 	return -1;
+}
+
+bool
+sq_config_service_pooled(const struct sq_config *cfg, uint16_t service)
+{
+	for (uint16_t r = 0; r < cfg->n_rules; r++) {
+		const struct sq_cfg_chain *ch = &cfg->chains[cfg->rules[r].chain];
+
+		if (cfg->rules[r].assign != SQ_ASSIGN_PER_FLOW)
+			continue;
+		for (uint16_t h = 0; h < ch->n_hops; h++)
+			if (ch->services[h] == service)
+				return true;
+	}
+	return false;
 }

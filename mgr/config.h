@@ -75,6 +75,9 @@ struct sq_cfg_service {
 	uint32_t restart_window_s; /* default 60 */
 	uint32_t watchdog_ms; /* a hung NF (packets held, no progress) is killed after; 0 off */
 	uint32_t max_outstanding_pkts; /* packets an NF may hold at once; default 2 rings + 64 */
+	/* Running config only: removed while a draining chain's flows still
+	 * use its NFs (mgr/control.c). */
+	bool draining;
 	int line;
 };
 
@@ -90,6 +93,9 @@ struct sq_cfg_chain {
 	uint16_t services[SQ_MAX_HOPS]; /* indexes into services[] */
 	uint16_t n_hops;                /* >= 1; 0: a free slot of a running config */
 	uint16_t gen;                   /* running config: the slot's generation (mgr/control.c) */
+	/* Running config only: removed or changed while per-flow flows were
+	 * in it; they finish on it, then it goes (mgr/control.c). */
+	bool draining;
 	int line;
 };
 
@@ -118,6 +124,9 @@ enum sq_pool_order {
 struct sq_cfg_rule {
 	int16_t in_port; /* index into ports[], -1: any */
 	bool has_dst_mac;
+	/* Running config only: a removed rule of a draining chain. It carries
+	 * the flows it had; other packets go on to the next rule. */
+	bool draining;
 	struct rte_ether_addr dst_mac;
 	uint16_t chain;       /* index into chains[] */
 	uint16_t out_port;    /* index into ports[] */
@@ -208,5 +217,7 @@ uint32_t sq_config_max_nfs(const struct sq_config *cfg);
 int sq_config_port_index(const struct sq_config *cfg, const char *name);
 int sq_config_service_index(const struct sq_config *cfg, const char *name);
 int sq_config_chain_index(const struct sq_config *cfg, const char *name);
+/* Is @p service in a chain a per-flow rule uses (its instances a pool)? */
+bool sq_config_service_pooled(const struct sq_config *cfg, uint16_t service);
 
 #endif /* SQUALL_MGR_CONFIG_H */

@@ -276,7 +276,9 @@ emit_chains(struct out *o, const struct sq_config *cfg)
 	for (uint16_t i = 0; i < cfg->n_chains; i++) {
 		const struct sq_cfg_chain *ch = &cfg->chains[i];
 
-		if (ch->n_hops == 0) /* a free slot of a running config */
+		/* a free slot of a running config, or one whose flows drain: not
+		 * the config an apply gives (mgr/control.c) */
+		if (ch->n_hops == 0 || ch->draining)
 			continue;
 		map_start(o, false);
 		kv(o, "name", ch->name);
@@ -298,6 +300,8 @@ emit_rules(struct out *o, const struct sq_config *cfg)
 	for (uint16_t i = 0; i < cfg->n_rules; i++) {
 		const struct sq_cfg_rule *r = &cfg->rules[i];
 
+		if (r->draining)
+			continue;
 		map_start(o, true);
 		if (r->in_port >= 0)
 			kv(o, "in_port", cfg->ports[r->in_port].name);
@@ -366,7 +370,7 @@ sq_config_emit(const struct sq_config *cfg, char **text, size_t *len)
 	scalar(&o, "services");
 	seq_start(&o, false);
 	for (uint16_t i = 0; i < cfg->n_services; i++)
-		if (cfg->services[i].name[0] != '\0') /* a removed service's slot */
+		if (cfg->services[i].name[0] != '\0' && !cfg->services[i].draining) /* removed */
 			emit_service(&o, &cfg->services[i]);
 	seq_end(&o);
 	emit_chains(&o, cfg);

@@ -88,6 +88,9 @@ static struct {
 	_Atomic uint64_t ticks; /* main lcore control ticks: a reap begun before has ended */
 	char *text;             /* the running config as YAML, for get config */
 	size_t text_len;
+	pthread_t drainer; /* ends draining chains (mgr_control_drain) */
+	bool drainer_running;
+	uint64_t drained; /* draining chains gone after their last flow */
 } ctl = {.lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP}; /* an edit applies under it */
 
 void
@@ -109,11 +112,11 @@ mgr_control_unlock(void)
  * change)? Otherwise an apply would drop it silently. These sizes trip
  * when a struct grows; config_emit.c must write the new key too. */
 static_assert(offsetof(struct sq_config, ports) == 596, "manager key: plan_manager");
-static_assert(sizeof(struct sq_cfg_service) == 808, "service key: plan_service");
+static_assert(sizeof(struct sq_cfg_service) == 816, "service key: plan_service");
 static_assert(sizeof(struct sq_cfg_wake) == 32, "wake key: same_wake");
 static_assert(sizeof(struct sq_cfg_port) == 2092, "port key: same_port");
 static_assert(sizeof(struct sq_cfg_rule) == 28, "rule key: same_rule");
-static_assert(sizeof(struct sq_cfg_chain) == 72, "chain key: plan_chains");
+static_assert(sizeof(struct sq_cfg_chain) == 76, "chain key: plan_chains");
 static_assert(sizeof(struct sq_cfg_gen) == 168, "generator key: plan_generators");
 
 /* What a change does to a service's NFs (the config alone says nothing of
@@ -133,6 +136,9 @@ struct plan {
 	size_t log_len;
 	struct svc_change svc[SQ_MAX_SERVICES];
 	unsigned int n_svc;
+	bool end_flows;               /* per-flow flows of what changes end now */
+	bool drain[SQ_MAX_CHAINS];    /* running chain slots kept as draining copies */
+	bool needed[SQ_MAX_SERVICES]; /* services a draining chain still uses */
 };
 
 static int refuse(struct plan *p, const char *path, int line, const char *field, const char *fmt,
@@ -389,6 +395,12 @@ plan_services(struct plan *p, const struct mgr *mgr, const struct sq_config *cur
 	for (uint16_t s = 0; s < cur->n_services; s++) {
 		if (is_hole(&cur->services[s]) || taken[s])
 			continue;
+		if (p->needed[s]) { /* its NFs finish a draining chain's flows */
+			if (!cur->services[s].draining)
+				note(p, "service %s draining", cur->services[s].name);
+			next->services[s].draining = true;
+			continue;
+		}
 		note(p, "service %s removed", cur->services[s].name);
 		add_svc_change(p, SVC_REMOVE, s, mgr->services[s].n_nfs, 0);
 		clear_service(&next->services[s]);
@@ -493,9 +505,21 @@ plan_chains(struct plan *p, const struct sq_config *cur, const struct sq_config 
 		out->gen = ctl.gen[slot];
 		top = RTE_MAX(top, (uint16_t)(slot + 1));
 	}
-	for (uint16_t s = 0; s < cur->n_chains; s++)
-		if (cur->chains[s].n_hops > 0 && sq_config_chain_index(n, cur->chains[s].name) < 0)
+	for (uint16_t s = 0; s < cur->n_chains; s++) {
+		if (p->drain[s]) {
+			next->chains[s] = cur->chains[s];
+			next->chains[s].draining = true;
+			top = RTE_MAX(top, (uint16_t)(s + 1));
+			if (!cur->chains[s].draining)
+				note(p, "chain %s draining (slot %u, %u flows)",
+				     cur->chains[s].name, s, mgr_director_chain_flows(ctl.mgr, s));
+		} else if (cur->chains[s].draining) {
+			note(p, "chain %s drained (slot %u)", cur->chains[s].name, s);
+		} else if (cur->chains[s].n_hops > 0 &&
+			   sq_config_chain_index(n, cur->chains[s].name) < 0) {
 			note(p, "chain %s removed", cur->chains[s].name);
+		}
+	}
 	next->n_chains = top;
 	return 0;
 }
@@ -509,38 +533,86 @@ same_rule(const struct sq_cfg_rule *a, const struct sq_cfg_rule *b)
 	       a->nf_priority == b->nf_priority;
 }
 
+/* The rules of draining chains come first: a packet of a flow they carry
+ * stays on its old path; any other packet goes on to the rules after them
+ * (mgr/rx.c). Then n's rules. */
 static int
 plan_rules(struct plan *p, const struct sq_config *cur, const struct sq_config *n,
 	   const int16_t *chain_map, struct sq_config *next)
 {
-	bool changed = cur->n_rules != n->n_rules;
+	uint16_t n_drain = 0, cur_live = 0, k;
+	bool changed;
 
-	for (uint16_t i = 0; i < n->n_rules; i++) {
-		next->rules[i] = n->rules[i];
-		next->rules[i].chain = (uint16_t)chain_map[n->rules[i].chain];
-		changed = changed || !same_rule(&cur->rules[i], &next->rules[i]);
+	for (uint16_t i = 0; i < cur->n_rules; i++) {
+		cur_live += !cur->rules[i].draining;
+		if (cur->rules[i].assign != SQ_ASSIGN_PER_FLOW || !p->drain[cur->rules[i].chain])
+			continue;
+		if (n_drain + n->n_rules >= SQ_MAX_RULES)
+			return refuse(
+				p, n->path, 1, "rules",
+				"%u rules and %u of chains still draining exceed %d: wait for "
+				"their flows to end, or apply with end_flows",
+				n->n_rules, n_drain + 1, SQ_MAX_RULES);
+		next->rules[n_drain] = cur->rules[i];
+		next->rules[n_drain++].draining = true;
 	}
-	next->n_rules = n->n_rules;
+	changed = cur_live != n->n_rules;
+	for (k = 0; k < cur->n_rules && cur->rules[k].draining; k++)
+		;
+	for (uint16_t i = 0; i < n->n_rules; i++, k++) {
+		struct sq_cfg_rule *r = &next->rules[n_drain + i];
+
+		*r = n->rules[i];
+		r->chain = (uint16_t)chain_map[n->rules[i].chain];
+		changed = changed || k >= cur->n_rules || !same_rule(&cur->rules[k], r);
+	}
+	next->n_rules = (uint16_t)(n_drain + n->n_rules);
 	if (changed)
-		note(p, "rules: %u -> %u", cur->n_rules, n->n_rules);
+		note(p, "rules: %u -> %u", cur_live, n->n_rules);
 	return 0;
 }
 
-/* The director sizes its idle pools at start for the services that per-flow
- * rules reach: that set cannot change yet. */
+/* A running chain slot that a per-flow rule uses, or used (draining). */
 static bool
-pooled(const struct sq_config *cfg, uint16_t service)
+chain_per_flow(const struct sq_config *cfg, uint16_t slot)
 {
-	for (uint16_t r = 0; r < cfg->n_rules; r++) {
-		const struct sq_cfg_chain *ch = &cfg->chains[cfg->rules[r].chain];
-
-		if (cfg->rules[r].assign != SQ_ASSIGN_PER_FLOW)
-			continue;
-		for (uint16_t h = 0; h < ch->n_hops; h++)
-			if (ch->services[h] == service)
-				return true;
-	}
+	for (uint16_t r = 0; r < cfg->n_rules; r++)
+		if (cfg->rules[r].chain == slot && cfg->rules[r].assign == SQ_ASSIGN_PER_FLOW)
+			return true;
 	return false;
+}
+
+/* n has the running chain @p slot as it is: same name, same services. */
+static bool
+chain_kept(const struct sq_config *cur, const struct sq_config *n, uint16_t slot)
+{
+	const struct sq_cfg_chain *c = &cur->chains[slot];
+	int i = c->draining ? -1 : sq_config_chain_index(n, c->name);
+
+	if (i < 0 || n->chains[i].n_hops != c->n_hops)
+		return false;
+	for (uint16_t h = 0; h < c->n_hops; h++)
+		if (strcmp(cur->services[c->services[h]].name,
+			   n->services[n->chains[i].services[h]].name) != 0)
+			return false;
+	return true;
+}
+
+/* A per-flow chain removed or changed while flows are in it stays, as a
+ * draining copy in its slot with its rules and services, until its last
+ * flow ends (mgr_control_drain): a flow keeps its NFs for its whole life.
+ * With end_flows it goes now and its flows end (director: config_ended). */
+static void
+plan_draining(struct plan *p, const struct sq_config *cur, const struct sq_config *n)
+{
+	for (uint16_t s = 0; s < cur->n_chains; s++) {
+		const struct sq_cfg_chain *c = &cur->chains[s];
+
+		p->drain[s] = !p->end_flows && c->n_hops > 0 && chain_per_flow(cur, s) &&
+			      !chain_kept(cur, n, s) && mgr_director_chain_flows(ctl.mgr, s) > 0;
+		for (uint16_t h = 0; p->drain[s] && h < c->n_hops; h++)
+			p->needed[c->services[h]] = true;
+	}
 }
 
 static int
@@ -564,26 +636,27 @@ plan_generators(struct plan *p, const struct sq_config *cur, const struct sq_con
 	return 0;
 }
 
-/* The director sizes its idle pools at start: a service must keep what it
- * was, per-flow or not, and a per-flow one keeps its instances. */
+/* A service that stays keeps how its instances run: a pool of per-flow
+ * NFs (each with a flow's state) or instances shared by hash. A new service
+ * may be either; a pool may grow and shrink. */
 static int
 check_pooled(struct plan *p, const char *path, const struct sq_config *cur,
 	     const struct sq_config *next, uint16_t s)
 {
-	bool was = s < cur->n_services && !is_hole(&cur->services[s]) && pooled(cur, s);
-	bool is = s < next->n_services && !is_hole(&next->services[s]) && pooled(next, s);
-	const struct sq_cfg_service *cs = s < cur->n_services ? &cur->services[s] : NULL;
+	bool in_cur = s < cur->n_services && !is_hole(&cur->services[s]);
+	bool in_next = s < next->n_services && !is_hole(&next->services[s]);
+	bool was, is;
 
+	if (!in_cur || !in_next)
+		return 0;
+	was = sq_config_service_pooled(cur, s);
+	is = sq_config_service_pooled(next, s);
 	if (was != is)
-		return refuse(p, path, 1, "rules",
-			      "service \"%s\" would %s per-flow rules: not supported while running "
-			      "yet",
-			      is ? next->services[s].name : cs->name, was ? "lose its" : "gain");
-	if (was && cs->instances != next->services[s].instances)
-		return refuse(p, path, next->services[s].line, "instances",
-			      "service \"%s\" is per-flow: its pool cannot be resized while "
-			      "running yet",
-			      cs->name);
+		return refuse(p, path, next->services[s].line, "rules",
+			      "service \"%s\" would %s per-flow rules: its instances cannot change "
+			      "between a per-flow pool and shared ones while running (add a new "
+			      "service instead)",
+			      next->services[s].name, was ? "lose its" : "gain");
 	return 0;
 }
 
@@ -598,6 +671,7 @@ plan_config(struct plan *p, const struct mgr *mgr, const struct sq_config *cur,
 	int ret;
 
 	memcpy(saved_gen, ctl.gen, sizeof(saved_gen));
+	plan_draining(p, cur, n);
 	ret = plan_manager(p, cur, n, next);
 	if (ret == 0)
 		ret = plan_ports(p, cur, n);
@@ -920,7 +994,17 @@ grow_services(struct mgr *mgr, const struct plan *p, const struct sq_config *nex
 				}
 			}
 		}
-		ret = start_instances(mgr, c->service, c->from_n, c->to_n, err, err_len);
+		/* A pool starts its idle target; the director starts the rest
+		 * as flows come (up to n_nfs). A pool that grows: only n_nfs. */
+		if (sq_config_service_pooled(next, c->service)) {
+			uint32_t n = c->action == SVC_ADD
+					     ? RTE_MIN(RTE_MAX(cs->pool_idle, 1u), c->to_n)
+					     : 0;
+
+			ret = start_instances(mgr, c->service, 0, n, err, err_len);
+		} else {
+			ret = start_instances(mgr, c->service, c->from_n, c->to_n, err, err_len);
+		}
 		if (ret < 0)
 			return ret;
 		__atomic_store_n(&svc->n_nfs, c->to_n, __ATOMIC_RELEASE);
@@ -949,6 +1033,11 @@ shrink_services(struct mgr *mgr, const struct plan *p)
 
 		if (c->to_n >= c->from_n)
 			continue;
+		if (c->action == SVC_RESIZE && sq_config_service_pooled(mgr->cfg, c->service)) {
+			/* its NFs beyond serve flows: they stop as those end */
+			mgr_director_shrunk(mgr, c->service, p->end_flows);
+			continue;
+		}
 		retire_instances(mgr, c->service, c->to_n, c->from_n);
 		if (c->action == SVC_REMOVE) {
 			give_ids(svc->first_nf, svc->cap_nfs);
@@ -1050,6 +1139,45 @@ start_new_nfs(struct mgr *mgr, const struct plan *p, const struct sq_config *nex
 	return ret;
 }
 
+static void refresh_text(struct mgr *mgr);
+static void drainer_start(struct mgr *mgr);
+
+/* Start what @p next adds, switch the roles to it, stop what it removes.
+ * @return 0, or < 0 with p->err set and nothing changed. */
+static int
+switch_planned(struct mgr *mgr, struct plan *p, struct sq_config *next)
+{
+	struct sq_config before = *mgr->cfg; /* scalars only: after_switch compares wakes */
+	bool added[SQ_MAX_SERVICES] = {false};
+	int ret;
+
+	for (unsigned int i = 0; i < p->n_svc; i++)
+		added[p->svc[i].service] = p->svc[i].action == SVC_ADD;
+	ret = start_new_nfs(mgr, p, next, p->err, p->err_len);
+	if (ret < 0)
+		return ret;
+	ret = mgr_director_prepare(mgr, next, added);
+	if (ret < 0) {
+		snprintf(p->err, p->err_len, "out of memory for the new pools");
+		ungrow_services(mgr, p);
+		return ret;
+	}
+	ret = switch_to(mgr, next);
+	if (ret < 0) {
+		mgr_director_unprepare(mgr);
+		ungrow_services(mgr, p);
+		snprintf(p->err, p->err_len, "the manager did not take the config within %d ms",
+			 TAKE_TIMEOUT_MS);
+		return ret;
+	}
+	shrink_services(mgr, p);
+	after_switch(mgr, &before);
+	refresh_text(mgr);
+	ctl.applies++;
+	ctl.changes += p->n_changes;
+	return 0;
+}
+
 static void
 refresh_text(struct mgr *mgr)
 {
@@ -1064,11 +1192,13 @@ refresh_text(struct mgr *mgr)
 }
 
 int
-mgr_control_apply(struct mgr *mgr, const char *path, bool check_only, char *err, size_t err_len,
+mgr_control_apply(struct mgr *mgr, const char *path, unsigned int flags, char *err, size_t err_len,
 		  unsigned int *n_changes)
 {
-	struct sq_config *n = NULL, *next = NULL, before;
-	struct plan p = {.err = err, .err_len = err_len};
+	bool check_only = (flags & MGR_APPLY_CHECK) != 0;
+	struct sq_config *n = NULL, *next = NULL;
+	struct plan p = {
+		.err = err, .err_len = err_len, .end_flows = (flags & MGR_APPLY_END_FLOWS) != 0};
 	int ret;
 
 	*n_changes = 0;
@@ -1094,27 +1224,16 @@ mgr_control_apply(struct mgr *mgr, const char *path, bool check_only, char *err,
 		sq_config_free(next);
 		goto out_free;
 	}
-	before = *mgr->cfg; /* scalars only: after_switch compares wake settings */
-	ret = start_new_nfs(mgr, &p, next, err, err_len);
-	if (ret == 0) {
-		ret = switch_to(mgr, next);
-		if (ret < 0)
-			snprintf(err, err_len, "the manager did not take the config within %d ms",
-				 TAKE_TIMEOUT_MS);
-	}
+	ret = switch_planned(mgr, &p, next);
 	if (ret < 0) {
 		mgr_control_unlock();
 		sq_config_free(next);
 		goto out_free;
 	}
 	next = NULL;
-	shrink_services(mgr, &p);
-	after_switch(mgr, &before);
-	refresh_text(mgr);
-	ctl.applies++;
-	ctl.changes += p.n_changes;
 	*n_changes = p.n_changes;
 	MGR_LOG(NOTICE, "applied %s: %s\n", path, p.log);
+	drainer_start(mgr);
 	mgr_control_unlock();
 out_free:
 	if (n != NULL)
@@ -1122,6 +1241,113 @@ out_free:
 	free(n);
 	free(next);
 	return ret;
+}
+
+/* ---------------------------------------------------------------- draining */
+
+/* How often the drainer looks for draining chains with no flow left. */
+#define DRAIN_POLL_MS 20
+
+static bool
+chain_used(const struct sq_config *cfg, uint16_t service)
+{
+	for (uint16_t c = 0; c < cfg->n_chains; c++)
+		for (uint16_t h = 0; h < cfg->chains[c].n_hops; h++)
+			if (cfg->chains[c].services[h] == service)
+				return true;
+	return false;
+}
+
+/* Under the control lock: the draining chains whose last flow ended go,
+ * with their rules and the services that only they still used; the rest
+ * of the running config stays as it is. */
+static void
+drain_step(struct mgr *mgr)
+{
+	const struct sq_config *cur = mgr->cfg;
+	char err[SQ_CFG_ERR_LEN] = "";
+	struct plan p = {.err = err, .err_len = sizeof(err)};
+	struct sq_config *next;
+	uint16_t kept = 0, top = 0;
+
+	for (uint16_t s = 0; s < cur->n_chains; s++)
+		p.drain[s] = cur->chains[s].draining && mgr_director_chain_flows(mgr, s) == 0;
+	if (memchr(p.drain, true, sizeof(p.drain)) == NULL)
+		return;
+	next = calloc(1, sizeof(*next));
+	if (next == NULL || copy_config(next, cur) < 0) {
+		free(next);
+		return;
+	}
+	for (uint16_t s = 0; s < cur->n_chains; s++) {
+		if (p.drain[s]) {
+			note(&p, "chain %s drained (slot %u)", cur->chains[s].name, s);
+			memset(&next->chains[s], 0, sizeof(next->chains[s]));
+		} else if (next->chains[s].n_hops > 0) {
+			top = (uint16_t)(s + 1);
+		}
+	}
+	next->n_chains = top;
+	for (uint16_t r = 0; r < cur->n_rules; r++)
+		if (!(cur->rules[r].draining && p.drain[cur->rules[r].chain]))
+			next->rules[kept++] = cur->rules[r];
+	next->n_rules = kept;
+	for (uint16_t s = 0; s < cur->n_services; s++) {
+		if (!cur->services[s].draining || chain_used(next, s))
+			continue;
+		note(&p, "service %s removed (drained)", cur->services[s].name);
+		add_svc_change(&p, SVC_REMOVE, s, mgr->services[s].n_nfs, 0);
+		clear_service(&next->services[s]);
+	}
+	if (switch_planned(mgr, &p, next) < 0) {
+		MGR_LOG(WARNING, "draining chains: %s (tried again)\n", err);
+		sq_config_free(next);
+		free(next);
+		return;
+	}
+	ctl.drained++;
+	MGR_LOG(NOTICE, "drained: %s\n", p.log);
+}
+
+static bool
+any_draining(const struct sq_config *cfg)
+{
+	for (uint16_t s = 0; s < cfg->n_chains; s++)
+		if (cfg->chains[s].draining)
+			return true;
+	return false;
+}
+
+/* A thread of its own: a draining chain ends when its flows do, which no
+ * command waits for. It holds the control lock only while it changes. */
+static void *
+drainer(void *arg)
+{
+	struct mgr *mgr = arg;
+
+	while (!mgr->stop) {
+		usleep(DRAIN_POLL_MS * 1000);
+		mgr_control_lock();
+		if (!mgr->stop && mgr->mgr_state == SQ_MGR_RUNNING && any_draining(mgr->cfg))
+			drain_step(mgr);
+		mgr_control_unlock();
+	}
+	return NULL;
+}
+
+/* Under the control lock, after a change: a draining chain needs the drainer. */
+static void
+drainer_start(struct mgr *mgr)
+{
+	if (ctl.drainer_running || !any_draining(mgr->cfg))
+		return;
+	if (pthread_create(&ctl.drainer, NULL, drainer, mgr) != 0) {
+		MGR_LOG(WARNING, "no drainer thread: draining chains stay until an apply with "
+				 "end_flows\n");
+		return;
+	}
+	pthread_setname_np(ctl.drainer, "sq-drainer");
+	ctl.drainer_running = true;
 }
 
 /* ---------------------------------------------------------------- telemetry */
@@ -1183,7 +1409,7 @@ apply_text(struct mgr *mgr, const char *text, bool check, char *err, size_t err_
 		done += (size_t)n;
 	}
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	ret = mgr_control_apply(mgr, path, check, err, err_len, n_changes);
+	ret = mgr_control_apply(mgr, path, check ? MGR_APPLY_CHECK : 0, err, err_len, n_changes);
 	close(fd);
 	if (ret < 0 && strncmp(err, path, strlen(path)) == 0) {
 		const char *rest = strchr(err + strlen(path) + 1, ':'); /* past the line */
@@ -1319,8 +1545,7 @@ static int
 cmd_apply(const char *cmd, const char *params, struct rte_tel_data *d)
 {
 	char path[SQ_CFG_PATH_LEN], err[SQ_CFG_ERR_LEN] = "";
-	unsigned int n_changes = 0;
-	bool check = false;
+	unsigned int n_changes = 0, flags = 0;
 	char *comma;
 	int ret;
 
@@ -1329,14 +1554,20 @@ cmd_apply(const char *cmd, const char *params, struct rte_tel_data *d)
 		return tel_error(d, "the manager is starting or stopping");
 	if (params == NULL || params[0] == '\0' ||
 	    snprintf(path, sizeof(path), "%s", params) >= (int)sizeof(path))
-		return tel_error(d, "expected /squall/apply,PATH[,check] (an absolute path)");
-	comma = strrchr(path, ',');
-	if (comma != NULL && strcmp(comma, ",check") == 0) {
+		return tel_error(d, "expected /squall/apply,PATH[,check][,end_flows] (an absolute "
+				    "path)");
+	/* flags after the path, in any order */
+	while ((comma = strrchr(path, ',')) != NULL) {
+		if (strcmp(comma, ",check") == 0)
+			flags |= MGR_APPLY_CHECK;
+		else if (strcmp(comma, ",end_flows") == 0)
+			flags |= MGR_APPLY_END_FLOWS;
+		else
+			break;
 		*comma = '\0';
-		check = true;
 	}
-	ret = mgr_control_apply(ctl.mgr, path, check, err, sizeof(err), &n_changes);
-	return reply(d, ret, err, n_changes, check);
+	ret = mgr_control_apply(ctl.mgr, path, flags, err, sizeof(err), &n_changes);
+	return reply(d, ret, err, n_changes, (flags & MGR_APPLY_CHECK) != 0);
 }
 
 /* "/squall/config[,OFFSET]": the running config as YAML from OFFSET, at
@@ -1382,6 +1613,26 @@ cmd_control(const char *cmd, const char *params, struct rte_tel_data *d)
 	rte_tel_data_add_dict_u64(d, "changes", ctl.changes);
 	rte_tel_data_add_dict_u64(d, "config_swaps",
 				  ctl.mgr ? atomic_load(&ctl.mgr->cfg_swaps) : 0);
+	rte_tel_data_add_dict_u64(d, "drained_chains", ctl.drained);
+	mgr_control_lock();
+	if (ctl.mgr != NULL && ctl.mgr->cfg != NULL) {
+		const struct sq_config *cfg = ctl.mgr->cfg;
+		struct rte_tel_data *dr = rte_tel_data_alloc();
+
+		if (dr != NULL) {
+			rte_tel_data_start_dict(dr);
+			/* chain name: its flows left (telemetry keys take no
+			 * ':', so no slot; a name changed twice while its
+			 * first copy drains is listed twice) */
+			for (uint16_t s = 0; s < cfg->n_chains; s++)
+				if (cfg->chains[s].draining)
+					rte_tel_data_add_dict_u64(
+						dr, cfg->chains[s].name,
+						mgr_director_chain_flows(ctl.mgr, s));
+			rte_tel_data_add_dict_container(d, "draining", dr, 0);
+		}
+	}
+	mgr_control_unlock();
 	return 0;
 }
 
@@ -1408,7 +1659,7 @@ mgr_control_init(struct mgr *mgr, const char *nf_path)
 	snprintf(ctl.nf_path, sizeof(ctl.nf_path), "%s", nf_path != NULL ? nf_path : "");
 	if (rte_telemetry_register_cmd("/squall/apply", cmd_apply,
 				       "Apply a config file to the running manager. Params: "
-				       "PATH[,check]") < 0 ||
+				       "PATH[,check][,end_flows]") < 0 ||
 	    rte_telemetry_register_cmd("/squall/config", cmd_config,
 				       "The running config as YAML, 8 KiB at a time. Params: "
 				       "[OFFSET]") < 0 ||
@@ -1426,6 +1677,10 @@ mgr_control_free(struct mgr *mgr, struct sq_config *first)
 {
 	struct sq_config *cur;
 
+	if (ctl.drainer_running) { /* it ends within DRAIN_POLL_MS of mgr->stop */
+		pthread_join(ctl.drainer, NULL);
+		ctl.drainer_running = false;
+	}
 	mgr_control_lock();
 	free(ctl.text);
 	ctl.text = NULL;

@@ -21,15 +21,18 @@ void mgr_control_free(struct mgr *mgr, struct sq_config *first);
 
 /**
  * Load @p path, check it against the running config and, unless
- * @p check_only, switch the roles to it. Nothing changes on an error.
+ * MGR_APPLY_CHECK in @p flags, switch the roles to it. Nothing changes on an error.
  * @param err "file:line: field: why" on failure.
  * @param n_changes set to the number of changes found (0: same config).
  * @return 0; -EINVAL a bad config or a change not possible while running;
  *   -ENOENT the file cannot be read; -ETIMEDOUT the roles did not take it;
  *   -ENOMEM.
  */
-int mgr_control_apply(struct mgr *mgr, const char *path, bool check_only, char *err, size_t err_len,
-		      unsigned int *n_changes);
+int mgr_control_apply(struct mgr *mgr, const char *path, unsigned int flags, char *err,
+		      size_t err_len, unsigned int *n_changes);
+/* mgr_control_apply flags */
+#define MGR_APPLY_CHECK     1u /* check only: nothing changes */
+#define MGR_APPLY_END_FLOWS 2u /* per-flow flows of what changes end now, not drain */
 
 /** Main lcore, at its control tick: start an NF the control path asks for.
  * NFs are started from the main lcore only: an NF's PR_SET_PDEATHSIG fires

@@ -63,6 +63,7 @@ struct flow {
 	 * handshake done); until then the flow is half-open. */
 	uint8_t syn_from_lo;
 	uint8_t established;
+	uint16_t chain_gen; /* its chain slot's generation: the slot reused, the flow is gone */
 	/* The SYN side's last SYN: a retransmission (its first SYN or the
 	 * SYN-ACK lost) restarts the half-open timer, so a real client that
 	 * retries keeps its flow and its NFs; a spoofed SYN is never resent. */
@@ -103,8 +104,9 @@ struct waitq {
  * back (lifo), as the service's pool_order says. */
 struct pool {
 	uint32_t *ids;
-	uint32_t head, count, cap;
-	uint32_t started;          /* instances spawned so far */
+	uint32_t head, count, cap; /* cap: the service's reserved ids (max_instances) */
+	uint8_t *slot;             /* per instance: enum pool_slot */
+	uint32_t started;          /* instances [0, started) were spawned at some point */
 	uint32_t spawn_backoff_ms; /* after a failed start: doubles, 0 after a good one */
 	uint64_t spawn_retry_tsc;  /* no start before this */
 	bool pooled;               /* a per-flow rule uses this service */
@@ -112,8 +114,15 @@ struct pool {
 	uint64_t assigned;   /* flows given an NF of this pool */
 	uint64_t empty;      /* new flows that found the pool empty */
 	uint64_t backlogged; /* of those: held back by the NF core's backlog */
+	uint64_t retired;    /* NFs stopped since the pool shrank below them */
+	bool end_beyond;     /* shrunk with end_flows: flows on the NFs beyond end now */
+	bool trim;           /* shrunk: retire the idle NFs beyond */
 	struct waitq wait;
 };
+
+/* A pooled instance: never started, started (running, or spawning), or
+ * told to stop for good (the pool shrank) and free again once reaped. */
+enum pool_slot { SLOT_UNUSED = 0, SLOT_STARTED, SLOT_RETIRED };
 
 struct director {
 	struct rte_hash *table;
@@ -140,6 +149,13 @@ struct director {
 	uint64_t next_poll_tsc;
 	uint64_t linger_tsc, idle_tsc, half_open_tsc, period_tsc;
 	struct director_stats st;
+	/* Live flows per chain slot: a draining chain (mgr/control.c) goes
+	 * once it has none. The rx lcore writes; the control thread reads. */
+	_Atomic uint32_t chain_flows[SQ_MAX_CHAINS];
+	/* Pools for services that become per-flow with the next config, made
+	 * by the control thread (mgr_director_prepare), taken at the switch. */
+	struct pool *staged[SQ_MAX_SERVICES];
+	bool any_end_beyond; /* some pool's end_beyond */
 };
 
 /* ---- pools ---- */
@@ -149,6 +165,32 @@ pool_push(struct pool *p, uint32_t id)
 {
 	p->ids[(p->head + p->count) % p->cap] = id;
 	p->count++;
+}
+
+/* An NF whose flow ended goes back to its pool, unless the pool shrank
+ * below it while it served the flow (mgr/control.c): then it stops for
+ * good, and its slot is free again once the main lcore reaped it. */
+static bool
+beyond(const struct mgr *mgr, const struct mgr_nf *nf)
+{
+	return nf->instance >= __atomic_load_n(&mgr->services[nf->service].n_nfs, __ATOMIC_ACQUIRE);
+}
+
+static void
+retire_slot(struct mgr *mgr, struct pool *p, struct mgr_nf *nf)
+{
+	p->slot[nf->instance] = SLOT_RETIRED;
+	p->retired++;
+	mgr_nfs_retire(mgr, nf);
+}
+
+static void
+pool_return(struct mgr *mgr, struct pool *p, struct mgr_nf *nf)
+{
+	if (likely(!beyond(mgr, nf)))
+		pool_push(p, nf->id);
+	else
+		retire_slot(mgr, p, nf);
 }
 
 /* The oldest (fifo) or newest (lifo) idle NF that is still alive; a dead
@@ -164,19 +206,46 @@ pool_pop(struct mgr *mgr, struct pool *p, uint32_t *id)
 			p->head = (p->head + 1) % p->cap;
 		}
 		p->count--;
-		if (atomic_load_explicit(&mgr->nfs[*id].live, memory_order_relaxed))
+		if (!atomic_load_explicit(&mgr->nfs[*id].live, memory_order_relaxed))
+			continue;
+		if (likely(!beyond(mgr, &mgr->nfs[*id])))
 			return true;
+		retire_slot(mgr, p, &mgr->nfs[*id]); /* the pool shrank below it */
 	}
 	return false;
 }
 
-static bool
-chain_is_per_flow(const struct sq_config *cfg, uint16_t chain)
+/* A pool's arrays, sized for every id the service has reserved (it may
+ * grow to max_instances while running). */
+static int
+pool_alloc(struct pool *p, const struct sq_cfg_service *cs, uint32_t cap, bool pooled)
 {
-	for (uint16_t r = 0; r < cfg->n_rules; r++)
-		if (cfg->rules[r].chain == chain && cfg->rules[r].assign == SQ_ASSIGN_PER_FLOW)
-			return true;
-	return false;
+	memset(p, 0, sizeof(*p));
+	p->cap = cap;
+	p->pooled = pooled;
+	p->lifo = cs->pool_order == SQ_POOL_LIFO;
+	p->ids = calloc(cap ? cap : 1, sizeof(*p->ids));
+	p->slot = calloc(cap ? cap : 1, sizeof(*p->slot));
+	if (p->ids == NULL || p->slot == NULL)
+		return -ENOMEM;
+	if (pooled && cs->pool_fallback == SQ_FALLBACK_QUEUE) {
+		p->wait.cap = cs->pool_queue_pkts;
+		p->wait.pkts = calloc(p->wait.cap, sizeof(*p->wait.pkts));
+		p->wait.rules = calloc(p->wait.cap, sizeof(*p->wait.rules));
+		if (p->wait.pkts == NULL || p->wait.rules == NULL)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static void
+pool_free(struct pool *p)
+{
+	free(p->ids);
+	free(p->slot);
+	free(p->wait.pkts);
+	free(p->wait.rules);
+	memset(p, 0, sizeof(*p));
 }
 
 static int
@@ -184,30 +253,16 @@ pools_init(struct mgr *mgr, struct director *d)
 {
 	const struct sq_config *cfg = mgr->cfg;
 
-	for (uint16_t c = 0; c < cfg->n_chains; c++) {
-		if (!chain_is_per_flow(cfg, c))
-			continue;
-		for (uint16_t h = 0; h < cfg->chains[c].n_hops; h++)
-			d->pools[cfg->chains[c].services[h]].pooled = true;
-	}
 	for (uint16_t s = 0; s < cfg->n_services; s++) {
-		struct pool *p = &d->pools[s];
+		const struct mgr_service *svc = &mgr->services[s];
+		bool pooled = sq_config_service_pooled(cfg, s);
+		int ret = pool_alloc(&d->pools[s], &cfg->services[s], svc->cap_nfs, pooled);
 
-		p->cap = mgr->services[s].n_nfs;
-		p->lifo = cfg->services[s].pool_order == SQ_POOL_LIFO;
-		p->ids = calloc(p->cap ? p->cap : 1, sizeof(*p->ids));
-		if (p->ids == NULL)
-			return -ENOMEM;
-		if (p->pooled && cfg->services[s].pool_fallback == SQ_FALLBACK_QUEUE) {
-			p->wait.cap = cfg->services[s].pool_queue_pkts;
-			p->wait.pkts = calloc(p->wait.cap, sizeof(*p->wait.pkts));
-			p->wait.rules = calloc(p->wait.cap, sizeof(*p->wait.rules));
-			if (p->wait.pkts == NULL || p->wait.rules == NULL)
-				return -ENOMEM;
-		}
+		if (ret < 0)
+			return ret;
 		/* Per-flow NFs clean up at their flow's close by themselves. */
-		for (uint32_t i = 0; i < p->cap; i++)
-			mgr->nfs[mgr->services[s].first_nf + i].ctl->flow_track = p->pooled;
+		for (uint32_t i = 0; i < svc->cap_nfs; i++)
+			mgr->nfs[svc->first_nf + i].ctl->flow_track = pooled;
 	}
 	return 0;
 }
@@ -236,9 +291,11 @@ mgr_director_nf_ready(struct mgr *mgr, struct mgr_nf *nf)
 	if (mgr->dir == NULL)
 		return;
 	p = &mgr->dir->pools[nf->service];
-	p->started++;
-	if (p->pooled)
-		pool_push(p, nf->id);
+	p->started = RTE_MAX(p->started, (uint32_t)nf->instance + 1);
+	if (p->pooled) {
+		p->slot[nf->instance] = SLOT_STARTED;
+		pool_return(mgr, p, nf); /* (the pool may have shrunk while it started) */
+	}
 }
 
 /* ---- the table ---- */
@@ -295,9 +352,10 @@ mgr_director_free(struct mgr *mgr)
 	if (d == NULL)
 		return;
 	for (uint16_t s = 0; s < SQ_MAX_SERVICES; s++) {
-		free(d->pools[s].ids);
-		free(d->pools[s].wait.pkts);
-		free(d->pools[s].wait.rules);
+		pool_free(&d->pools[s]);
+		if (d->staged[s] != NULL)
+			pool_free(d->staged[s]);
+		free(d->staged[s]);
 	}
 	rte_hash_free(d->table);
 	rte_free(d->flows);
@@ -501,6 +559,8 @@ new_flow(struct mgr *mgr, struct director *d, const struct flow_key *k,
 		return NULL;
 	}
 	f->state = FLOW_OPEN;
+	f->chain_gen = mgr->cfg->chains[rule->chain].gen;
+	atomic_fetch_add_explicit(&d->chain_flows[rule->chain], 1, memory_order_relaxed);
 	f->first_tsc = rte_rdtsc();
 	f->syn_tsc = f->first_tsc;
 	f->nf_priority = rule->nf_priority;
@@ -954,7 +1014,7 @@ remove_flow(struct mgr *mgr, struct director *d, struct flow *f)
 		if (atomic_load_explicit(&nf->ctl->closes_cleaned, memory_order_acquire) !=
 		    nf->closes_taken) {
 			nf->closes_taken++;
-			pool_push(&d->pools[nf->service], nf->id);
+			pool_return(mgr, &d->pools[nf->service], nf);
 			continue;
 		}
 		atomic_fetch_add_explicit(&nf->ctl->flow_gen, 1, memory_order_release);
@@ -974,6 +1034,7 @@ remove_flow(struct mgr *mgr, struct director *d, struct flow *f)
 	f->state = FLOW_FREE;
 	d->st.flows_ended++;
 	d->st.flows_active--;
+	atomic_fetch_sub_explicit(&d->chain_flows[f->key.chain], 1, memory_order_relaxed);
 }
 
 /* A draining flow goes once its NFs are quiet, and two tx rounds more, so a
@@ -1051,6 +1112,26 @@ end_done_flows(struct mgr *mgr, struct director *d, uint64_t now)
 	end_closing(mgr, d, now, atomic_load(&mgr->tx_rounds), false);
 }
 
+/* A run-time change took the flow's path away: its chain was removed or
+ * changed and does not drain (squallctl apply --end-flows, or no rule can
+ * reach the flow any more), or a per-flow pool shrank below one of its NFs
+ * with --end-flows. Its packets are strays from now on. */
+static bool
+config_ended(const struct mgr *mgr, const struct director *d, const struct flow *f)
+{
+	const struct sq_cfg_chain *ch = &mgr->cfg->chains[f->key.chain];
+
+	if (ch->n_hops == 0 || ch->gen != f->chain_gen)
+		return true;
+	for (uint16_t h = 0; d->any_end_beyond && h < f->n_hops; h++) {
+		const struct mgr_nf *nf = &mgr->nfs[nf_of(f, h)];
+
+		if (d->pools[nf->service].end_beyond && beyond(mgr, nf))
+			return true;
+	}
+	return false;
+}
+
 static void
 expire_flows(struct mgr *mgr, struct director *d, uint64_t now)
 {
@@ -1064,7 +1145,10 @@ expire_flows(struct mgr *mgr, struct director *d, uint64_t now)
 		struct flow *f = &d->flows[d->scan_pos];
 
 		d->scan_pos = (d->scan_pos + 1) % mgr->cfg->max_flows;
-		if (f->state == FLOW_OPEN && now - f->last_tsc > d->idle_tsc) {
+		if (f->state == FLOW_OPEN && config_ended(mgr, d, f)) {
+			f->state = FLOW_DRAIN;
+			d->st.flows_config_ended++;
+		} else if (f->state == FLOW_OPEN && now - f->last_tsc > d->idle_tsc) {
 			f->state = FLOW_DRAIN;
 			d->st.flows_idle_expired++;
 			MGR_LOG(DEBUG,
@@ -1100,7 +1184,7 @@ collect_cleaned(struct mgr *mgr, struct director *d)
 			continue;
 		}
 		if (!dead)
-			pool_push(&d->pools[nf->service], nf->id);
+			pool_return(mgr, &d->pools[nf->service], nf);
 		d->cleaning[i] = d->cleaning[--d->n_cleaning];
 	}
 }
@@ -1131,6 +1215,30 @@ spawn_failed(struct mgr *mgr, struct pool *p, uint16_t service, uint64_t now)
 		p->spawn_backoff_ms);
 }
 
+/* An instance below the service's count that no process holds: one never
+ * started, or one the pool retired (it shrank) that the main lcore has
+ * reaped and reclaimed, made again. NULL if there is none. */
+static struct mgr_nf *
+free_slot_nf(struct mgr *mgr, struct pool *p, uint16_t s)
+{
+	const struct mgr_service *svc = &mgr->services[s];
+	uint32_t n = __atomic_load_n(&svc->n_nfs, __ATOMIC_ACQUIRE);
+
+	for (uint32_t i = 0; i < n && i < p->cap; i++) {
+		struct mgr_nf *nf = &mgr->nfs[svc->first_nf + i];
+
+		if (p->slot[i] == SLOT_UNUSED)
+			return nf;
+		if (p->slot[i] == SLOT_RETIRED &&
+		    atomic_load_explicit(&nf->reaped, memory_order_acquire) &&
+		    mgr_nfs_setup(mgr, nf->id, s, (uint16_t)i) == 0) {
+			nf->ctl->flow_track = 1;
+			return nf;
+		}
+	}
+	return NULL;
+}
+
 /* Keep each pool at its idle target by starting NFs ahead of demand; they
  * join the pool once they run their loop (checked here, never waited for). */
 static void
@@ -1149,6 +1257,7 @@ refill_pools(struct mgr *mgr, struct director *d, uint64_t now)
 			continue;
 		} else {
 			spawn_failed(mgr, &d->pools[nf->service], nf->service, now);
+			d->pools[nf->service].slot[nf->instance] = SLOT_UNUSED; /* tried again */
 		}
 		d->spawning[i] = d->spawning[--d->n_spawning];
 	}
@@ -1156,22 +1265,27 @@ refill_pools(struct mgr *mgr, struct director *d, uint64_t now)
 		struct pool *p = &d->pools[s];
 		uint32_t want = mgr->cfg->services[s].pool_idle, spawning;
 
+		struct mgr_nf *nf;
+
 		if (!p->pooled || p->count >= want || now < p->spawn_retry_tsc)
 			continue;
 		spawning = spawning_of(mgr, d, s);
-		if (p->count + spawning >= want || p->started + spawning >= p->cap)
+		if (p->count + spawning >= want)
 			continue;
-		{
-			struct mgr_nf *nf =
-				&mgr->nfs[mgr->services[s].first_nf + p->started + spawning];
-
-			if (mgr_nfs_spawn(mgr, nf) == 0)
-				d->spawning[d->n_spawning++] = nf->id;
-			else
-				spawn_failed(mgr, p, s, now);
+		nf = free_slot_nf(mgr, p, s);
+		if (nf == NULL)
+			continue; /* every instance the service may have runs */
+		if (mgr_nfs_spawn(mgr, nf) == 0) {
+			p->slot[nf->instance] = SLOT_STARTED;
+			d->spawning[d->n_spawning++] = nf->id;
+		} else {
+			spawn_failed(mgr, p, s, now);
+			p->slot[nf->instance] = SLOT_UNUSED; /* set up: tried again */
 		}
 	}
 }
+
+static void trim_pools(struct mgr *mgr, struct director *d);
 
 unsigned int
 mgr_director_poll(struct mgr *mgr)
@@ -1192,6 +1306,7 @@ mgr_director_poll(struct mgr *mgr)
 	d->next_poll_tsc = now + d->period_tsc;
 	expire_flows(mgr, d, now);
 	collect_cleaned(mgr, d);
+	trim_pools(mgr, d);
 	refill_pools(mgr, d, now);
 	return 1;
 }
@@ -1218,14 +1333,143 @@ mgr_director_pool_stats(const struct mgr *mgr, uint16_t service, struct pool_sta
 	ps->pooled = p->pooled;
 	ps->idle = p->count;
 	ps->started = p->started;
-	ps->size = p->cap;
+	ps->size = __atomic_load_n(&mgr->services[service].n_nfs, __ATOMIC_ACQUIRE);
 	ps->assigned = p->assigned;
 	ps->empty = p->empty;
 	ps->backlogged = p->backlogged;
+	ps->retired = p->retired;
 	ps->waiting = p->wait.count;
 	ps->waiting_max = p->wait.high;
 	ps->waited = p->wait.queued;
 	ps->wait_dropped = p->wait.dropped;
+}
+
+/* ---- run-time changes (mgr/control.c) ---- */
+
+int
+mgr_director_prepare(struct mgr *mgr, const struct sq_config *next, const bool *added)
+{
+	struct director *d = mgr->dir;
+
+	for (uint16_t s = 0; d != NULL && s < next->n_services; s++) {
+		const struct mgr_service *svc = &mgr->services[s];
+		bool pooled = sq_config_service_pooled(next, s);
+		struct pool *p;
+
+		if (!added[s])
+			continue;
+		p = calloc(1, sizeof(*p));
+		if (p == NULL || pool_alloc(p, &next->services[s], svc->cap_nfs, pooled) < 0) {
+			if (p != NULL)
+				pool_free(p);
+			free(p);
+			mgr_director_unprepare(mgr);
+			return -ENOMEM;
+		}
+		d->staged[s] = p;
+		for (uint32_t i = 0; i < svc->cap_nfs; i++)
+			mgr->nfs[svc->first_nf + i].ctl->flow_track = pooled;
+	}
+	return 0;
+}
+
+void
+mgr_director_unprepare(struct mgr *mgr)
+{
+	for (uint16_t s = 0; mgr->dir != NULL && s < SQ_MAX_SERVICES; s++) {
+		if (mgr->dir->staged[s] != NULL)
+			pool_free(mgr->dir->staged[s]);
+		free(mgr->dir->staged[s]);
+		mgr->dir->staged[s] = NULL;
+	}
+}
+
+/* rx lcore, at the switch: an added service's new pool replaces what its
+ * slot had (a removed service's); its NFs that run already are idle. */
+static void
+install_staged(struct mgr *mgr, struct director *d)
+{
+	for (uint16_t s = 0; s < SQ_MAX_SERVICES; s++) {
+		struct pool *p = &d->pools[s];
+		const struct mgr_service *svc = &mgr->services[s];
+
+		if (d->staged[s] == NULL)
+			continue;
+		pool_free(p);
+		*p = *d->staged[s];
+		free(d->staged[s]);
+		d->staged[s] = NULL;
+		for (uint32_t i = 0; i < svc->n_nfs && i < p->cap; i++) {
+			struct mgr_nf *nf = &mgr->nfs[svc->first_nf + i];
+
+			if (!atomic_load_explicit(&nf->live, memory_order_acquire))
+				continue;
+			p->started = i + 1;
+			if (p->pooled) {
+				p->slot[i] = SLOT_STARTED;
+				pool_push(p, nf->id);
+			}
+		}
+	}
+}
+
+void
+mgr_director_shrunk(struct mgr *mgr, uint16_t service, bool end_flows)
+{
+	struct director *d = mgr->dir;
+
+	if (d == NULL)
+		return;
+	__atomic_store_n(&d->pools[service].end_beyond, end_flows, __ATOMIC_RELEASE);
+	__atomic_store_n(&d->pools[service].trim, true, __ATOMIC_RELEASE);
+	if (end_flows)
+		__atomic_store_n(&d->any_end_beyond, true, __ATOMIC_RELEASE);
+}
+
+/* Idle NFs of a pool that shrank below them stop now (busy ones when their
+ * flow ends: pool_return). */
+static void
+trim_pools(struct mgr *mgr, struct director *d)
+{
+	for (uint16_t s = 0; s < mgr->cfg->n_services; s++) {
+		struct pool *p = &d->pools[s];
+		uint32_t kept = 0;
+
+		if (!__atomic_exchange_n(&p->trim, false, __ATOMIC_ACQ_REL))
+			continue;
+		for (uint32_t i = 0; i < p->count; i++) {
+			uint32_t id = p->ids[(p->head + i) % p->cap];
+
+			if (beyond(mgr, &mgr->nfs[id]))
+				retire_slot(mgr, p, &mgr->nfs[id]);
+			else
+				p->ids[(p->head + kept++) % p->cap] = id;
+		}
+		p->count = kept;
+	}
+}
+
+uint32_t
+mgr_director_chain_flows(const struct mgr *mgr, uint16_t chain)
+{
+	return mgr->dir == NULL
+		       ? 0
+		       : atomic_load_explicit(&mgr->dir->chain_flows[chain], memory_order_relaxed);
+}
+
+bool
+mgr_director_has_flow(const struct mgr *mgr, const struct sq_cfg_rule *rule,
+		      const struct rte_mbuf *pkt)
+{
+	struct flow_key k;
+	uint8_t flags;
+	bool from_lo;
+	int pos;
+
+	if (mgr->dir == NULL || !flow_key_of(pkt, rule->chain, &k, &flags, &from_lo))
+		return false;
+	pos = rte_hash_lookup(mgr->dir->table, &k);
+	return pos >= 0 && mgr->dir->flows[pos].state != FLOW_FREE;
 }
 
 /* A rule the new config has too, by what it matches and where it sends. */
@@ -1235,7 +1479,7 @@ same_rule_index(const struct sq_config *cfg, const struct sq_cfg_rule *r)
 	for (uint16_t i = 0; i < cfg->n_rules; i++) {
 		const struct sq_cfg_rule *n = &cfg->rules[i];
 
-		if (n->in_port == r->in_port && n->has_dst_mac == r->has_dst_mac &&
+		if (!n->draining && n->in_port == r->in_port && n->has_dst_mac == r->has_dst_mac &&
 		    (!r->has_dst_mac || rte_is_same_ether_addr(&n->dst_mac, &r->dst_mac)) &&
 		    n->chain == r->chain && n->out_port == r->out_port && n->assign == r->assign &&
 		    n->nf_priority == r->nf_priority)
@@ -1253,7 +1497,9 @@ mgr_director_rules_changed(struct mgr *mgr, const struct sq_config *old,
 {
 	struct director *d = mgr->dir;
 
-	for (uint16_t s = 0; d != NULL && s < old->n_services; s++) {
+	if (d == NULL)
+		return;
+	for (uint16_t s = 0; s < old->n_services; s++) {
 		struct waitq *q = &d->pools[s].wait;
 		uint32_t kept = 0, n = q->count;
 
@@ -1272,4 +1518,9 @@ mgr_director_rules_changed(struct mgr *mgr, const struct sq_config *old,
 		}
 		q->count = kept;
 	}
+	/* A removed service's pool takes no NF back (control stops them). */
+	for (uint16_t s = 0; s < old->n_services; s++)
+		if (s >= next->n_services || next->services[s].name[0] == '\0')
+			d->pools[s].pooled = false;
+	install_staged(mgr, d);
 }

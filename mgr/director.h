@@ -12,6 +12,7 @@ struct mgr_nf;
 struct role_ctx;
 struct rte_mbuf;
 struct sq_cfg_rule;
+struct sq_config;
 struct lat_hist;
 
 struct director_stats {
@@ -20,6 +21,7 @@ struct director_stats {
 	uint64_t flows_closed;            /* FIN both ways or RST seen */
 	uint64_t flows_idle_expired;      /* ended by the idle timeout */
 	uint64_t flows_half_open_expired; /* TCP, never ACKed by its SYN side: ended early */
+	uint64_t flows_config_ended;      /* a run-time change took their chain or NF away */
 	uint64_t flows_ended;             /* entries removed, NFs released */
 	uint64_t handoffs;            /* NFs given back at their flow's close (lifo, no linger) */
 	const struct lat_hist *setup; /* flow setup times, TSC */
@@ -30,6 +32,7 @@ struct pool_stats {
 	uint32_t size, started, idle;
 	uint64_t assigned, empty;
 	uint64_t backlogged;           /* of empty: the NF core's backlog held the flow back */
+	uint64_t retired;              /* NFs stopped as the pool shrank below them */
 	uint32_t waiting;              /* packets in the fallback queue now */
 	uint32_t waiting_max;          /* most of them at once, since the start */
 	uint64_t waited, wait_dropped; /* ever queued; dropped: the queue was full */
@@ -53,5 +56,21 @@ void mgr_director_stats(const struct mgr *mgr, struct director_stats *st);
 /* At shutdown: drop what waits in the fallback queues. */
 void mgr_director_drop_waiting(struct mgr *mgr, int cause); /* enum sq_drop */
 void mgr_director_pool_stats(const struct mgr *mgr, uint16_t service, struct pool_stats *ps);
+
+/* Run-time changes (mgr/control.c). Control thread, before the switch: a
+ * fresh pool for each service @p added[s] in @p next (per-flow or not),
+ * taken by the rx lcore at the switch; -ENOMEM and nothing staged. */
+int mgr_director_prepare(struct mgr *mgr, const struct sq_config *next, const bool *added);
+/* A switch that did not happen: the staged pools go. */
+void mgr_director_unprepare(struct mgr *mgr);
+/* A per-flow service's n_nfs went down: its idle NFs beyond stop; busy ones
+ * when their flow ends, or at once with @p end_flows (the flows end). */
+void mgr_director_shrunk(struct mgr *mgr, uint16_t service, bool end_flows);
+/* Live flows of a chain slot (any thread; a draining chain goes at 0). */
+uint32_t mgr_director_chain_flows(const struct mgr *mgr, uint16_t chain);
+/* rx: has @p pkt a live flow in @p rule's chain (a draining rule only
+ * carries the flows it had)? */
+bool mgr_director_has_flow(const struct mgr *mgr, const struct sq_cfg_rule *rule,
+			   const struct rte_mbuf *pkt);
 
 #endif

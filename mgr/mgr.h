@@ -135,6 +135,7 @@ struct mgr_nf {
 	_Atomic bool live;       /* takes packets; cleared when the process dies */
 	_Atomic bool active;     /* on the tx role's list: may have packets to return */
 	_Atomic bool retiring;   /* control role: stopping for good (a service removed or shrunk) */
+	_Atomic bool reaped;     /* main lcore: gone and what it held reclaimed; slot reusable */
 	uint64_t deq_pkts;       /* tx role: taken back from the NF (or reclaimed) */
 	uint32_t sched_priority; /* SCHED_RR priority applied; 0 = normal scheduler */
 	uint32_t closes_taken;   /* director: NF-side cleanups already accounted */

@@ -87,6 +87,7 @@ init_nf(struct mgr *mgr, struct mgr_nf *nf, uint16_t service, uint16_t instance)
 	mgr->nf_rings_bytes += 2 * (uint64_t)rte_ring_get_memsize(cs->ring_slots);
 rings_done:
 	nf->retiring = false;
+	nf->reaped = false;
 
 	memset(ctl, 0, sizeof(*ctl));
 	ctl->id = nf->id;
@@ -756,11 +757,21 @@ nf_gone(struct mgr *mgr, struct mgr_nf *nf, int status)
 	return nf->reclaim_pending;
 }
 
+/* Their packets are reclaimed: a slot a pool retired may be made again
+ * (mgr/director.c). */
+static void
+mark_reaped(struct mgr_nf **nfs, unsigned int n)
+{
+	for (unsigned int i = 0; i < n; i++)
+		atomic_store_explicit(&nfs[i]->reaped, true, memory_order_release);
+}
+
 unsigned int
 mgr_nfs_poll(struct mgr *mgr)
 {
 	unsigned int reaped = 0;
 	uint32_t marked = 0;
+	struct mgr_nf *gone[64];
 	int status;
 	pid_t pid;
 
@@ -769,11 +780,18 @@ mgr_nfs_poll(struct mgr *mgr)
 
 		if (nf != NULL) {
 			marked += nf_gone(mgr, nf, status);
+			gone[reaped % RTE_DIM(gone)] = nf;
 			reaped++;
+			if (reaped % RTE_DIM(gone) == 0) {
+				reclaim_held(mgr, marked);
+				marked = 0;
+				mark_reaped(gone, RTE_DIM(gone));
+			}
 		}
 	}
 	/* Before any of them starts again under the same owner tag. */
 	reclaim_held(mgr, marked);
+	mark_reaped(gone, reaped % RTE_DIM(gone));
 	return reaped;
 }
 

@@ -160,6 +160,8 @@ mgr_observe_rules(const char *cmd, const char *params, struct rte_tel_data *d)
 		rte_tel_data_add_dict_string(e, "dst_mac", mac);
 		rte_tel_data_add_dict_string(e, "chain", cfg->chains[r->chain].name);
 		rte_tel_data_add_dict_string(e, "out_port", cfg->ports[r->out_port].name);
+		/* carries the flows of a chain removed or changed, nothing new */
+		rte_tel_data_add_dict_int(e, "draining", r->draining);
 		rte_tel_data_add_dict_string(e, "assign",
 					     r->assign < RTE_DIM(assign_names) &&
 							     assign_names[r->assign] != NULL

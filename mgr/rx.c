@@ -28,8 +28,12 @@ is_fin_or_rst(const struct rte_mbuf *pkt)
 	return (tcp->tcp_flags & (RTE_TCP_FIN_FLAG | RTE_TCP_RST_FLAG)) != 0;
 }
 
+/* The first rule that matches. A draining rule (its chain removed or
+ * changed while it carried per-flow flows: mgr/control.c) takes only the
+ * packets of those flows; the rest go on to the rules after it. */
 static const struct sq_cfg_rule *
-match_rule(const struct sq_config *cfg, uint16_t port_idx, const struct rte_mbuf *pkt)
+match_rule(const struct mgr *mgr, const struct sq_config *cfg, uint16_t port_idx,
+	   const struct rte_mbuf *pkt)
 {
 	const struct rte_ether_hdr *eth = rte_pktmbuf_mtod(pkt, const struct rte_ether_hdr *);
 
@@ -39,6 +43,8 @@ match_rule(const struct sq_config *cfg, uint16_t port_idx, const struct rte_mbuf
 		if (r->in_port >= 0 && r->in_port != port_idx)
 			continue;
 		if (r->has_dst_mac && !rte_is_same_ether_addr(&r->dst_mac, &eth->dst_addr))
+			continue;
+		if (unlikely(r->draining) && !mgr_director_has_flow(mgr, r, pkt))
 			continue;
 		return r;
 	}
@@ -59,7 +65,7 @@ rx_one(struct mgr *mgr, uint16_t port_idx, struct rte_mbuf *pkt, uint64_t now_ts
 		mgr_drop(&role->stats, cause, pkt);
 		return;
 	}
-	rule = match_rule(mgr->cfg, port_idx, pkt);
+	rule = match_rule(mgr, mgr->cfg, port_idx, pkt);
 	if (unlikely(rule == NULL)) {
 		mgr_drop(&role->stats, SQ_DROP_NO_RULE, pkt);
 		return;

@@ -280,6 +280,7 @@ mgr_stats_visit_flows(const struct mgr *mgr, struct stats_sink *s)
 	s->u64(s, "flows_closed", st.flows_closed);
 	s->u64(s, "flows_idle_expired", st.flows_idle_expired);
 	s->u64(s, "flows_half_open_expired", st.flows_half_open_expired);
+	s->u64(s, "flows_config_ended", st.flows_config_ended);
 	s->u64(s, "flows_ended", st.flows_ended);
 	s->u64(s, "handoffs", st.handoffs);
 	if (st.setup != NULL) {
@@ -312,6 +313,7 @@ mgr_stats_visit_pools(const struct mgr *mgr, struct stats_sink *s)
 		s->u64(s, "assigned", ps.assigned);
 		s->u64(s, "empty", ps.empty);
 		s->u64(s, "backlogged", ps.backlogged);
+		s->u64(s, "retired", ps.retired);
 		s->u64(s, "waiting", ps.waiting);
 		s->u64(s, "waiting_max", ps.waiting_max);
 		s->u64(s, "waited", ps.waited);

@@ -52,13 +52,18 @@ def get_config(tm: Telemetry) -> str:
         offset += len(chunk.encode())
 
 
-def apply_file(tm: Telemetry, path: str | os.PathLike[str], check: bool = False) -> ApplyResult:
-    """Apply a config file (made absolute: the manager opens it)."""
+def apply_file(
+    tm: Telemetry, path: str | os.PathLike[str], check: bool = False, end_flows: bool = False
+) -> ApplyResult:
+    """Apply a config file (made absolute: the manager opens it). With
+    end_flows, per-flow flows of chains the file removes or changes end now
+    instead of finishing on a draining copy of their chain."""
     absolute = Path(path).resolve()
     if "," in str(absolute):
         raise ApplyError(f"{absolute}: a path with a comma cannot be passed to the manager", 2)
     cmd = "/squall/apply"
-    return _result(tm, cmd, tm.query_raw(f"{cmd},{absolute}{',check' if check else ''}"))
+    flags = (",check" if check else "") + (",end_flows" if end_flows else "")
+    return _result(tm, cmd, tm.query_raw(f"{cmd},{absolute}{flags}"))
 
 
 def _result(tm: Telemetry, cmd: str, reply: Any) -> ApplyResult:

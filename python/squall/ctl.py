@@ -213,7 +213,7 @@ def _report(args: argparse.Namespace, run: Callable[[], control.ApplyResult]) ->
 
 
 def cmd_apply(args: argparse.Namespace, api: ControlApi) -> Exit:
-    return _report(args, lambda: control.apply_file(api.tm, args.file, args.check))
+    return _report(args, lambda: control.apply_file(api.tm, args.file, args.check, args.end_flows))
 
 
 def cmd_get(args: argparse.Namespace, api: ControlApi) -> Exit:
@@ -358,6 +358,12 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "apply":
             p.add_argument("file", metavar="FILE", help="a config, as squall-mgr takes at start")
             p.add_argument("--check", action="store_true", help="check only, change nothing")
+            p.add_argument(
+                "--end-flows",
+                action="store_true",
+                help="per-flow flows of chains removed or changed, and of pool instances "
+                "removed, end now (default: they finish on their NFs, then those go)",
+            )
         if name == "get":
             p.add_argument("what", choices=["config"], help="what to print")
     _add_edit_parsers(sub)
