@@ -61,7 +61,7 @@ help:
 	@echo "make bench        build + bench/dataplane.py (BENCH_ARGS=...)"
 	@echo "make format       clang-format and ruff format, in place"
 	@echo "make lint         check formatting and ruff lints (part of make test)"
-	@echo "make clean        remove $(BUILD)/ build-fuzz/ $(ASAN_BUILD)/; distclean also $(VENV)/"
+	@echo "make clean        remove $(BUILD)/ build-fuzz/ $(ASAN_BUILD)/ build-nochecks/; distclean also $(VENV)/"
 
 setup:
 	scripts/setup.sh
@@ -133,7 +133,7 @@ lint: setup
 	$(VENV)/bin/ruff check $(wildcard $(PY_DIRS))
 
 clean:
-	rm -rf $(BUILD) build-fuzz $(ASAN_BUILD)
+	rm -rf $(BUILD) build-fuzz $(ASAN_BUILD) build-nochecks
 
 distclean: clean
 	rm -rf $(VENV)

@@ -10,8 +10,9 @@
  * Keys: point=port_rx|port_tx|nf_in|nf_out; port=NAME|INDEX (port points);
  * chain=NAME,hop=N (N from 0) or service=NAME or nf=ID (nf points, any one);
  * path=/ABSOLUTE (required; a FIFO or a file, created if missing);
- * count=PKTS, duration_ms=MS, snaplen=BYTES, ring=SLOTS; filter= takes the
- * rest of the line (a libpcap expression, so it may hold commas).
+ * count=PKTS, duration_ms=MS, snaplen=BYTES, ring=SLOTS, writer=idle|share;
+ * filter= takes the rest of the line (a libpcap expression, so it may hold
+ * commas).
  *
  * Why pcapng written by hand and not rte_pcapng: 22.11's rte_pcapng_fdopen
  * writes one interface block per ethdev port, named by the port, and
@@ -36,6 +37,7 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,20 +62,22 @@
 #include "capture.h"
 #include "mgr.h"
 
-#define CAP_MAX           16   /* captures at once, running or done */
-#define CAP_POOL_MBUFS    8191 /* copies in flight, all captures together */
-#define CAP_POOL_CACHE    256
-#define CAP_RING_DEFAULT  4096
-#define CAP_RING_MAX      65536
-#define CAP_SNAPLEN_MAX   262144                   /* libpcap's MAXIMUM_SNAPLEN */
-#define CAP_CHUNK         64                       /* packets examined per copy step */
-#define CAP_BUF_BYTES     (CAP_SNAPLEN_MAX + 4096) /* a whole block always fits */
-#define CAP_WRITE_POLL_MS 100
-#define CAP_STALL_MS      2000 /* a stopping capture waits this long for a stuck reader */
-#define CAP_WRITER_NICE   10
-#define CAP_FILTER_LEN    512
-#define CAP_NAME_LEN      96
-#define CAP_DESCR_LEN     256
+#define CAP_MAX             16   /* captures at once, running or done */
+#define CAP_POOL_MBUFS      8191 /* copies in flight, all captures together */
+#define CAP_POOL_CACHE      256
+#define CAP_RING_DEFAULT    4096
+#define CAP_RING_MAX        65536
+#define CAP_SNAPLEN_MAX     262144                   /* libpcap's MAXIMUM_SNAPLEN */
+#define CAP_CHUNK           64                       /* packets examined per copy step */
+#define CAP_BUF_BYTES       (CAP_SNAPLEN_MAX + 4096) /* a whole block always fits */
+#define CAP_WRITE_POLL_MS   100
+#define CAP_STALL_MS        2000 /* a stopping capture waits this long for a stuck reader */
+#define CAP_WRITER_NICE     10
+#define CAP_WRITER_BATCH    32     /* copies written between two looks (idle: yields) */
+#define CAP_WRITER_SLICE_NS 100000 /* writer=share */
+#define CAP_FILTER_LEN      512
+#define CAP_NAME_LEN        96
+#define CAP_DESCR_LEN       256
 
 uint32_t mgr_capture_points;
 
@@ -96,6 +100,9 @@ struct cap_counts {
 	uint64_t ring_full_pkts;
 	uint64_t pool_empty_pkts;
 	uint64_t refused_pkts; /* copies discarded: the NF ring or port refused the packet */
+	/* What the capture costs the role, TSC: its filter, and its copies
+	 * (for the benchmark's account of where a capture's cost goes). */
+	uint64_t filter_tsc, copy_tsc;
 } __rte_cache_aligned;
 
 struct capture {
@@ -105,6 +112,7 @@ struct capture {
 	uint16_t port;
 	int32_t nf_id, service, chain, hop; /* -1: any */
 	uint32_t snaplen;
+	bool writer_share; /* writer=share: nice 10, not SCHED_IDLE */
 	uint64_t (*filter_jit)(void *);
 	struct rte_bpf *filter;
 	struct rte_ring *ring;
@@ -166,7 +174,8 @@ cap_copy(struct capture *c, int r, struct rte_mbuf **pkts, uint16_t *idx, unsign
 {
 	struct cap_counts *cnt = &c->counts[r];
 	struct rte_mbuf *copies[CAP_CHUNK];
-	unsigned int k = 0, sent;
+	unsigned int k = 0, sent, room;
+	uint64_t t0 = rte_rdtsc(), t1;
 
 	if (c->filter != NULL) {
 		for (unsigned int i = 0; i < n; i++)
@@ -177,7 +186,17 @@ cap_copy(struct capture *c, int r, struct rte_mbuf **pkts, uint16_t *idx, unsign
 			}
 		n = k;
 	}
+	t1 = rte_rdtsc();
+	cnt->filter_tsc += t1 - t0;
 	cnt->matched_pkts += n;
+	/* Copies the ring has no room for are not made: a writer that fell
+	 * behind costs counted copies, not the copying. (Held copies of the
+	 * round count as taken: the estimate errs towards copying.) */
+	room = rte_ring_free_count(c->ring);
+	if (unlikely(room < n)) {
+		cnt->ring_full_pkts += n - room;
+		n = room;
+	}
 	if (n == 0)
 		return;
 	if (unlikely(rte_pktmbuf_alloc_bulk(cap_pool, copies, n) != 0)) {
@@ -210,6 +229,7 @@ cap_copy(struct capture *c, int r, struct rte_mbuf **pkts, uint16_t *idx, unsign
 		priv->idx = idx[i];
 		copies[k++] = cp;
 	}
+	cnt->copy_tsc += rte_rdtsc() - t1;
 	if (hold) {
 		struct cap_held *h = &cap_held[r];
 
@@ -498,6 +518,8 @@ cap_totals(const struct capture *c, struct cap_counts *t)
 		t->ring_full_pkts += c->counts[r].ring_full_pkts;
 		t->pool_empty_pkts += c->counts[r].pool_empty_pkts;
 		t->refused_pkts += c->counts[r].refused_pkts;
+		t->filter_tsc += c->counts[r].filter_tsc;
+		t->copy_tsc += c->counts[r].copy_tsc;
 	}
 }
 
@@ -658,25 +680,60 @@ end_capture(struct capture *c, const char *reason, bool can_write)
 	atomic_store(&c->state, CAP_DONE);
 }
 
+/* The writer shares the NFs' core (DPDK puts control threads on the cores
+ * EAL does not use). writer=idle (the default): SCHED_IDLE, it runs when no
+ * NF wants the core, and it yields after every batch (an NF's batch-budget
+ * yield would otherwise hand it a whole slice, milliseconds in which the
+ * NF's ring fills), so a capture that cannot keep up loses copies, counted,
+ * never packets; but a sleep-mode NF spins between bursts, so under steady
+ * traffic the writer gets little. writer=share: nice 10, up to a tenth of a
+ * busy core in 100 us slices (EEVDF's custom slice, Linux 6.12+), so it
+ * keeps up far longer, at the NFs' expense (docs/capture.md: the numbers). */
+static void
+writer_sched(const struct capture *c)
+{
+	/* (glibc has no struct sched_attr; the kernel's, <linux/sched/types.h>,
+	 * clashes with <sched.h>) */
+	struct {
+		uint32_t size, sched_policy;
+		uint64_t sched_flags;
+		int32_t sched_nice;
+		uint32_t sched_priority;
+		uint64_t sched_runtime, sched_deadline, sched_period;
+	} attr = {
+		.size = sizeof(attr),
+		.sched_policy = SCHED_OTHER,
+		.sched_nice = CAP_WRITER_NICE,
+		.sched_runtime = CAP_WRITER_SLICE_NS,
+	};
+	struct sched_param sp = {.sched_priority = 0};
+
+	if (!c->writer_share) {
+		if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp) != 0)
+			MGR_LOG(DEBUG, "capture writer: SCHED_IDLE: %s\n", strerror(errno));
+		return;
+	}
+	if (syscall(SYS_sched_setattr, 0, &attr, 0) != 0 &&
+	    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), CAP_WRITER_NICE) < 0)
+		MGR_LOG(DEBUG, "capture writer: setpriority: %s\n", strerror(errno));
+}
+
 static void *
 writer_main(void *arg)
 {
 	struct capture *c = arg;
 	uint64_t deadline = c->duration_ns ? c->start_ns + c->duration_ns : 0;
-	struct rte_mbuf *m[64];
+	struct rte_mbuf *m[CAP_WRITER_BATCH];
 	const char *reason = NULL;
 	char why[96];
 	int ret;
 
-	/* Below the NFs that share this core (DPDK puts control threads on
-	 * the cores EAL does not use): a writer that falls behind costs
-	 * copies, counted, rather than NF cycles. */
-	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), CAP_WRITER_NICE) < 0)
-		MGR_LOG(DEBUG, "capture writer: setpriority: %s\n", strerror(errno));
+	writer_sched(c);
 	write_headers(c);
 	ret = buf_flush(c);
 	while (reason == NULL && ret == 0) {
-		unsigned int n = rte_ring_sc_dequeue_burst(c->ring, (void **)m, RTE_DIM(m), NULL);
+		unsigned int n =
+			rte_ring_sc_dequeue_burst(c->ring, (void **)m, CAP_WRITER_BATCH, NULL);
 
 		for (unsigned int i = 0; i < n; i++) {
 			if (c->max_pkts != 0 && c->written_pkts >= c->max_pkts) {
@@ -696,6 +753,9 @@ writer_main(void *arg)
 			rte_pktmbuf_free_bulk(m, n);
 		if (ret < 0)
 			break;
+		if (n > 0 && !c->writer_share)
+			sched_yield();
+
 		if (c->max_pkts != 0 && c->written_pkts >= c->max_pkts)
 			reason = "count reached";
 		else if (atomic_load(&c->stop_req))
@@ -773,6 +833,7 @@ parse_u64(const char *s, uint64_t max, uint64_t *out)
 struct start_args {
 	const char *point, *port, *chain, *hop, *service, *nf, *path, *filter;
 	uint64_t count, duration_ms, snaplen, ring;
+	bool share; /* writer=share */
 };
 
 /* KEY=VALUE,...; filter= takes the rest of the line. */
@@ -819,13 +880,17 @@ parse_start(char *buf, struct start_args *a)
 		} else if (strcmp(key, "snaplen") == 0) {
 			if (!parse_u64(val, CAP_SNAPLEN_MAX, &a->snaplen) || a->snaplen == 0)
 				return "snaplen: expected 1..262144";
+		} else if (strcmp(key, "writer") == 0) {
+			if (strcmp(val, "idle") != 0 && strcmp(val, "share") != 0)
+				return "writer: expected idle or share";
+			a->share = strcmp(val, "share") == 0;
 		} else if (strcmp(key, "ring") == 0) {
 			if (!parse_u64(val, CAP_RING_MAX, &a->ring) || a->ring < 2 ||
 			    !rte_is_power_of_2((uint32_t)a->ring))
 				return "ring: expected a power of 2, 2..65536";
 		} else
 			return "unknown key (point port chain hop service nf path count "
-			       "duration_ms snaplen ring filter)";
+			       "duration_ms snaplen ring writer filter)";
 	}
 	return NULL;
 }
@@ -991,6 +1056,7 @@ capture_start(const char *params, struct rte_tel_data *d)
 	c->filter_str[0] = c->end_reason[0] = '\0';
 	c->written_pkts = c->written_bytes = c->past_count_pkts = c->lost_at_end_pkts = 0;
 	c->snaplen = (uint32_t)a.snaplen;
+	c->writer_share = a.share;
 	c->max_pkts = a.count;
 	c->duration_ns = a.duration_ms * 1000000ull;
 	atomic_store(&c->stop_req, false);
@@ -1145,6 +1211,11 @@ cmd_captures(const char *cmd, const char *params, struct rte_tel_data *d)
 		rte_tel_data_add_dict_u64(e, "drop_writer_pkts", c->lost_at_end_pkts);
 		rte_tel_data_add_dict_u64(e, "past_count_pkts", c->past_count_pkts);
 		rte_tel_data_add_dict_u64(e, "refused_pkts", t.refused_pkts);
+		/* the role's time in the filter, and in making copies */
+		rte_tel_data_add_dict_u64(e, "filter_ns",
+					  (uint64_t)((double)t.filter_tsc * cap_ns_per_tsc));
+		rte_tel_data_add_dict_u64(e, "copy_ns",
+					  (uint64_t)((double)t.copy_tsc * cap_ns_per_tsc));
 		snprintf(key, sizeof(key), "%u", c->id);
 		if (rte_tel_data_add_dict_container(d, key, e, 0) < 0)
 			rte_tel_data_free(e);

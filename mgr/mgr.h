@@ -148,6 +148,7 @@ struct mgr_nf {
 	uint32_t tx_mask;
 	uint32_t tx_cons;   /* where our dequeues of the tx ring are */
 	bool ring_broken;   /* its tx ring made no sense: killed, never drained */
+	uint64_t bad_descs; /* descriptors it handed back that were no mbuf it held */
 	uint64_t start_tsc; /* spawn time, for start-to-ready */
 	uint64_t ready_tsc;
 	/* Supervision (nfs.c, control lcore; telemetry reads). */
@@ -206,7 +207,8 @@ struct core_wakes {
 	X(CORE_GROUP, "core_group")     \
 	X(SERVICE, "service")           \
 	X(STOP, "stop")                 \
-	X(RING, "ring")
+	X(RING, "ring")                 \
+	X(DESCRIPTOR, "descriptor")
 #define MGR_CORRUPT_ENUM(e, k) MGR_CORRUPT_##e,
 enum mgr_corrupt { MGR_FOREACH_CORRUPT(MGR_CORRUPT_ENUM) MGR_CORRUPT_MAX };
 extern const char *const mgr_corrupt_keys[MGR_CORRUPT_MAX];
@@ -227,6 +229,7 @@ struct mgr {
 	int heap_socket;
 	void *heap_addr;
 	size_t heap_len;
+	size_t heap_page_bytes;
 
 	struct mgr_port ports[SQ_MAX_PORTS];
 	uint16_t n_ports;

@@ -21,6 +21,7 @@
 #include <rte_malloc.h>
 #include <rte_mempool.h>
 
+#include "guard.h"
 #include "mgr.h"
 
 extern char **environ;
@@ -425,11 +426,13 @@ static void
 free_if_held(struct rte_mempool *mp, void *opaque, void *obj, unsigned int idx)
 {
 	struct held_scan *scan = opaque;
-	uint32_t owner = sq_pkt_meta(obj)->owner;
+	uint32_t i = mgr_guard_index(obj), owner = i == UINT32_MAX ? 0 : mgr_guard_owner(i);
 	struct mgr_nf *nf;
 
 	(void)mp;
 	(void)idx;
+	/* (the manager's record, not the packet's metadata, which an NF can
+	 * rewrite to have another NF's packets freed under it) */
 	if (owner == 0 || owner > scan->mgr->n_nfs)
 		return;
 	nf = &scan->mgr->nfs[owner - 1];

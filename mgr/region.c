@@ -20,6 +20,7 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
+#include "guard.h"
 #include "mgr.h"
 
 #ifndef MAP_FIXED_NOREPLACE
@@ -182,8 +183,8 @@ fill_header(struct mgr *mgr, size_t len, uint32_t max_nfs, size_t table_off, siz
 	hdr->magic = SQ_REGION_MAGIC;
 }
 
-/* Clear every packet's metadata once: the crash reclaim reads meta->owner of
- * every mbuf in the pool, free ones included. */
+/* Clear every packet's metadata once: an NF sees zeros, not what the
+ * memory held before. */
 static void
 clear_meta(struct rte_mempool *mp, void *opaque, void *obj, unsigned int idx)
 {
@@ -213,6 +214,7 @@ create_heap(struct mgr *mgr, size_t heap_off, size_t len, size_t page_bytes)
 	}
 	mgr->heap_addr = heap_addr;
 	mgr->heap_len = heap_len;
+	mgr->heap_page_bytes = page_bytes;
 	mgr->heap_socket = rte_malloc_heap_get_socket(HEAP_NAME);
 	return 0;
 }
@@ -232,7 +234,7 @@ create_pool(struct mgr *mgr)
 		return -ENOMEM;
 	}
 	rte_mempool_obj_iter(mgr->pool, clear_meta, NULL);
-	return 0;
+	return mgr_guard_init(mgr->pool, mgr->heap_addr, mgr->heap_len, mgr->heap_page_bytes);
 }
 
 int
@@ -308,6 +310,7 @@ void
 mgr_region_destroy(struct mgr *mgr)
 {
 	if (mgr->pool != NULL) {
+		mgr_guard_free();
 		rte_mempool_free(mgr->pool);
 		mgr->pool = NULL;
 	}

@@ -160,6 +160,7 @@ visit_nf(const struct mgr *mgr, const struct mgr_nf *nf, struct stats_sink *s)
 		       ? (nf->ready_tsc - nf->start_tsc) * 1000000 / rte_get_tsc_hz()
 		       : 0);
 	s->u64(s, "restarts", nf->restarts);
+	s->u64(s, "bad_descs", nf->bad_descs);
 	s->str(s, "exit_reason", nf->exit_reason);
 	s->u64(s, "restart_us", nf->restart_us);
 	s->u64(s, "watchdog_kills", nf->watchdog_kills);

@@ -11,6 +11,7 @@
 #include <rte_ring.h>
 
 #include "capture.h"
+#include "guard.h"
 #include "mgr.h"
 
 #define SQ_DROP_KEY(sym, key, str) #key,
@@ -56,7 +57,7 @@ void
 mgr_drop(struct role_stats *st, enum sq_drop cause, struct rte_mbuf *pkt)
 {
 	st->drops[cause]++;
-	sq_pkt_meta(pkt)->owner = 0;
+	mgr_guard_clear(pkt);
 	rte_pktmbuf_free(pkt);
 }
 
@@ -67,7 +68,7 @@ mgr_drop_bulk(struct role_stats *st, enum sq_drop cause, struct rte_mbuf **pkts,
 {
 	st->drops[cause] += n;
 	for (unsigned int i = 0; i < n; i++)
-		sq_pkt_meta(pkts[i])->owner = 0;
+		mgr_guard_clear(pkts[i]);
 	rte_pktmbuf_free_bulk(pkts, n);
 }
 
@@ -116,11 +117,10 @@ mgr_steer_flush_nf(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id)
 	}
 	/* Copy before the enqueue: once in the ring the NF may change them. */
 	MGR_CAPTURE_NF(mgr, role, MGR_CAP_NF_IN, nf, stage->pkts, stage->n);
-	/* Tag before the enqueue: once in the ring the NF may already hold them,
-	 * and a crash reclaim finds the packets an NF held by this tag. Held
-	 * packets stay untagged: they are the manager's until now. */
-	for (unsigned int i = 0; i < stage->n; i++)
-		sq_pkt_meta(stage->pkts[i])->owner = nf_id + 1;
+	/* Given before the enqueue: once in the ring the NF may already hold
+	 * them; the manager takes back only what it gave, and a crash reclaim
+	 * finds what an NF held by the same record (guard.h). */
+	mgr_guard_give(stage->pkts, stage->n, nf_id);
 	/* The ring's header is in the region: an NF that rewrote its mask would
 	 * have us write past the ring. A compare with our copy per burst. */
 	if (unlikely(nf->rx->mask != nf->rx_mask))
@@ -218,7 +218,6 @@ mgr_steer_to_port(struct mgr *mgr, struct role_ctx *role, uint16_t port, struct 
 
 	if (unlikely(stage->n == SQ_NF_BURST_MAX))
 		flush_port(mgr, role, port);
-	sq_pkt_meta(pkt)->owner = 0;
 	stage->pkts[stage->n++] = pkt;
 }
 

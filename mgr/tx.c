@@ -13,6 +13,7 @@
 #include <rte_ring.h>
 
 #include "capture.h"
+#include "guard.h"
 #include "mgr.h"
 
 static inline void
@@ -91,7 +92,6 @@ carry_out(struct mgr *mgr, struct role_ctx *role, struct rte_mbuf *pkt)
 	struct sq_pkt_meta *meta = sq_pkt_meta(pkt);
 	uint16_t arg = meta->verdict & 0xffff;
 
-	meta->owner = 0;
 	if (unlikely(!meta_in_range(mgr, meta))) {
 		mgr_drop(&role->stats,
 			 chain_changed(mgr, meta) ? SQ_DROP_CONFIG_CHANGED : SQ_DROP_BAD_VERDICT,
@@ -244,11 +244,40 @@ take_activations(struct mgr *mgr)
 			mgr->active[mgr->n_active++] = (uint32_t)(uintptr_t)ids[i];
 }
 
+/* What an NF handed back, checked before any use (guard.h): descriptors
+ * that are no mbuf it held are ignored and counted; mbufs with impossible
+ * lengths are dropped. Compacts @p pkts to the good ones, in order.
+ * @return how many are good; *taken: the manager's again (good and dropped). */
+static unsigned int
+take_back(struct mgr *mgr, struct mgr_nf *nf, struct rte_mbuf **pkts, unsigned int n,
+	  unsigned int *taken_out)
+{
+	unsigned int good = 0, taken = 0;
+
+	for (unsigned int i = 0; i < n; i++) {
+		rte_prefetch0(pkts[i]); /* the header lines take_back restores */
+		rte_prefetch0((char *)pkts[i] + RTE_CACHE_LINE_SIZE);
+	}
+	for (unsigned int i = 0; i < n; i++) {
+		switch (mgr_guard_take(pkts[i], nf->id)) {
+		case GUARD_OK: pkts[good++] = pkts[i]; break;
+		case GUARD_BAD_LENGTHS: mgr_drop(&mgr->tx.stats, SQ_DROP_BAD_MBUF, pkts[i]); break;
+		case GUARD_NOT_OURS:
+			mgr->region_corrupt[MGR_CORRUPT_DESCRIPTOR]++;
+			nf->bad_descs++;
+			continue;
+		}
+		taken++;
+	}
+	*taken_out = taken;
+	return good;
+}
+
 unsigned int
 mgr_tx_drain_nf(struct mgr *mgr, struct mgr_nf *nf)
 {
 	struct rte_mbuf *pkts[SQ_NF_BURST_MAX];
-	unsigned int n;
+	unsigned int n, got, taken;
 
 	/* The ring's header is in the region: an NF that rewrote its mask
 	 * would have us read past the ring, one that moved our consumer
@@ -269,15 +298,14 @@ mgr_tx_drain_nf(struct mgr *mgr, struct mgr_nf *nf)
 		return 0;
 	nf->tx_cons += n;
 	mgr->tx_now_tsc = rte_rdtsc();
-	nf->deq_pkts += n;
+	got = take_back(mgr, nf, pkts, n, &taken);
+	nf->deq_pkts += taken;
 	/* The NF just wrote each verdict on its core: fetch all the lines at once
 	 * rather than miss on them one by one (the miss was 65% of tx's time). */
-	for (unsigned int i = 0; i < n; i++) {
+	for (unsigned int i = 0; i < got; i++)
 		rte_prefetch0(sq_pkt_meta(pkts[i]));
-		rte_prefetch0(pkts[i]); /* pkt_len, for the port's byte count */
-	}
-	MGR_CAPTURE_NF(mgr, &mgr->tx, MGR_CAP_NF_OUT, nf, pkts, n);
-	for (unsigned int i = 0; i < n; i++)
+	MGR_CAPTURE_NF(mgr, &mgr->tx, MGR_CAP_NF_OUT, nf, pkts, got);
+	for (unsigned int i = 0; i < got; i++)
 		carry_out(mgr, &mgr->tx, pkts[i]);
 	return n;
 }

@@ -42,7 +42,7 @@ sq_to(uint16_t service)
  * sig and user[].
  */
 struct sq_pkt_meta {
-	uint32_t owner;    /* manager only: NF id + 1 that holds it, 0 = none */
+	uint32_t owner;    /* unused: the manager keeps who holds a packet in its own memory */
 	uint16_t chain;    /* chain index in the config */
 	uint8_t hop;       /* index of the current NF in the chain */
 	uint8_t nf_visits; /* incremented by libsquall at every NF hop */

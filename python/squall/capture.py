@@ -92,6 +92,13 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "are dropped and counted",
     )
     p.add_argument(
+        "--writer",
+        choices=["idle", "share"],
+        help="idle (default): the writer runs only when the NFs leave its core idle, so "
+        "the capture never costs traffic but drops copies under load; share: it takes up "
+        "to a tenth of that core, keeping more copies at the NFs' expense",
+    )
+    p.add_argument(
         "-w",
         "--write",
         metavar="FILE",
@@ -144,6 +151,8 @@ def start_params(args: argparse.Namespace) -> str:
         kv.append(f"snaplen={args.snaplen}")
     if args.ring is not None:
         kv.append(f"ring={args.ring}")
+    if args.writer is not None:
+        kv.append(f"writer={args.writer}")
     return ",".join(kv)
 
 

@@ -37,9 +37,11 @@ class Manager:
     ...     m.query("/squall/stats")
     """
 
-    def __init__(self, workdir: Path, cfg: dict[str, Any], *options: str) -> None:
-        if not MGR_BIN.is_file():
-            raise BenchError(f"{MGR_BIN} not found: run `make build`")
+    def __init__(
+        self, workdir: Path, cfg: dict[str, Any], *options: str, mgr_bin: Path = MGR_BIN
+    ) -> None:
+        if not mgr_bin.is_file():
+            raise BenchError(f"{mgr_bin} not found: run `make build`")
         self.name = str(cfg["manager"]["name"])
         self.cfg = cfg
         self.workdir = workdir
@@ -49,7 +51,7 @@ class Manager:
         self.config_text = to_yaml(cfg)
         self.config_path.write_text(self.config_text)
         self.cmd = [
-            str(MGR_BIN),
+            str(mgr_bin),
             "--nf-path",
             str(NF_DIR),
             "-q",
