@@ -62,22 +62,24 @@
 #include "capture.h"
 #include "mgr.h"
 
-#define CAP_MAX             16   /* captures at once, running or done */
-#define CAP_POOL_MBUFS      8191 /* copies in flight, all captures together */
-#define CAP_POOL_CACHE      256
-#define CAP_RING_DEFAULT    4096
-#define CAP_RING_MAX        65536
-#define CAP_SNAPLEN_MAX     262144                   /* libpcap's MAXIMUM_SNAPLEN */
-#define CAP_CHUNK           64                       /* packets examined per copy step */
-#define CAP_BUF_BYTES       (CAP_SNAPLEN_MAX + 4096) /* a whole block always fits */
-#define CAP_WRITE_POLL_MS   100
-#define CAP_STALL_MS        2000 /* a stopping capture waits this long for a stuck reader */
-#define CAP_WRITER_NICE     10
-#define CAP_WRITER_BATCH    32     /* copies written between two looks (idle: yields) */
-#define CAP_WRITER_SLICE_NS 100000 /* writer=share */
-#define CAP_FILTER_LEN      512
-#define CAP_NAME_LEN        96
-#define CAP_DESCR_LEN       256
+#define CAP_MAX                16   /* captures at once, running or done */
+#define CAP_POOL_MBUFS         8191 /* copies in flight, all captures together */
+#define CAP_POOL_CACHE         256
+#define CAP_RING_DEFAULT       4096
+#define CAP_RING_MAX           65536
+#define CAP_SNAPLEN_MAX        262144                   /* libpcap's MAXIMUM_SNAPLEN */
+#define CAP_CHUNK              64                       /* packets examined per copy step */
+#define CAP_BUF_BYTES          (CAP_SNAPLEN_MAX + 4096) /* a whole block always fits */
+#define CAP_WRITE_POLL_MS      100
+#define CAP_STALL_MS           2000 /* a stopping capture waits this long for a stuck reader */
+#define CAP_WRITER_NICE        10
+#define CAP_WRITER_BATCH       32     /* copies written between two looks (idle: yields) */
+#define CAP_WRITER_SLICE_NS    100000 /* writer=share */
+#define CAP_WRITER_IDLE_US     1000u
+#define CAP_WRITER_IDLE_MAX_US 32000u
+#define CAP_FILTER_LEN         512
+#define CAP_NAME_LEN           96
+#define CAP_DESCR_LEN          256
 
 uint32_t mgr_capture_points;
 
@@ -724,6 +726,7 @@ writer_main(void *arg)
 	struct capture *c = arg;
 	uint64_t deadline = c->duration_ns ? c->start_ns + c->duration_ns : 0;
 	struct rte_mbuf *m[CAP_WRITER_BATCH];
+	uint32_t idle_us = CAP_WRITER_IDLE_US;
 	const char *reason = NULL;
 	char why[96];
 	int ret;
@@ -768,9 +771,15 @@ writer_main(void *arg)
 			/* Idle or done: what is buffered goes out now, so a live
 			 * reader (tshark -r -) sees packets as they come. */
 			ret = buf_flush(c);
-			if (n == 0 && reason == NULL && ret == 0)
-				usleep(1000);
+			/* An idle writer wakes less and less often (1 ms, doubling
+			 * to 32 ms): its wakeups preempt the NFs of this core. */
+			if (n == 0 && reason == NULL && ret == 0) {
+				usleep(idle_us);
+				idle_us = RTE_MIN(idle_us * 2, CAP_WRITER_IDLE_MAX_US);
+			}
 		}
+		if (n > 0)
+			idle_us = CAP_WRITER_IDLE_US;
 	}
 	if (reason == NULL) {
 		snprintf(why, sizeof(why), "%s",

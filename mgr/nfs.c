@@ -377,15 +377,23 @@ mgr_nfs_spawn_all(struct mgr *mgr)
 }
 
 static unsigned int
-drop_ring(struct mgr *mgr, struct rte_ring *r, enum sq_drop cause)
+drop_ring(struct mgr *mgr, struct mgr_nf *nf, enum sq_drop cause)
 {
 	struct rte_mbuf *pkts[SQ_NF_BURST_MAX];
 	unsigned int n, total = 0;
 
-	while ((n = rte_ring_dequeue_burst(r, (void **)pkts, RTE_DIM(pkts), NULL)) > 0) {
-		for (unsigned int i = 0; i < n; i++)
+	while ((n = rte_ring_dequeue_burst(nf->rx, (void **)pkts, RTE_DIM(pkts), NULL)) > 0) {
+		for (unsigned int i = 0; i < n; i++) {
+			/* The ring's slots are in the region: only what the
+			 * manager gave this NF is freed (guard.h). */
+			if (mgr_guard_take(pkts[i], nf->id) == GUARD_NOT_OURS) {
+				mgr->region_corrupt[MGR_CORRUPT_DESCRIPTOR]++;
+				nf->bad_descs++;
+				continue;
+			}
 			mgr_drop(&mgr->tx.stats, cause, pkts[i]);
-		total += n;
+			total++;
+		}
 	}
 	return total;
 }
@@ -406,7 +414,7 @@ reclaim_nf(struct mgr *mgr, struct mgr_nf *nf, enum sq_drop cause)
 	mgr_steer_flush(mgr, &mgr->tx);
 	/* A broken ring's slots are not to be trusted: the owner scan finds its
 	 * packets by their tags all the same. */
-	queued = nf->ring_broken ? 0 : drop_ring(mgr, nf->rx, cause);
+	queued = nf->ring_broken ? 0 : drop_ring(mgr, nf, cause);
 	nf->deq_pkts += queued;
 	if (mgr_nf_outstanding(mgr, nf) > 0) {
 		nf->reclaim_pending = true;
