@@ -223,6 +223,7 @@ static int
 create_pool(struct mgr *mgr)
 {
 	const struct sq_config *cfg = mgr->cfg;
+	int ret;
 
 	mgr->pool = rte_pktmbuf_pool_create("sq_pool", cfg->mbufs, POOL_CACHE, SQ_PKT_META_SIZE,
 					    (uint16_t)cfg->mbuf_data_room, mgr->heap_socket);
@@ -234,7 +235,11 @@ create_pool(struct mgr *mgr)
 		return -ENOMEM;
 	}
 	rte_mempool_obj_iter(mgr->pool, clear_meta, NULL);
-	return mgr_guard_init(mgr->pool, mgr->heap_addr, mgr->heap_len, mgr->heap_page_bytes);
+	ret = mgr_guard_init(mgr->pool, mgr->heap_addr, mgr->heap_len, mgr->heap_page_bytes);
+	if (ret < 0)
+		MGR_LOG(ERR, "the mbuf pool's layout is not one the guard maps: %s\n",
+			strerror(-ret));
+	return ret;
 }
 
 int
