@@ -76,6 +76,7 @@
 #define CAP_WRITER_BATCH       32     /* copies written between two looks (idle: yields) */
 #define CAP_WRITER_SLICE_NS    100000 /* writer=share */
 #define CAP_WRITER_IDLE_US     1000u
+#define CAP_WRITER_RUN_US      50u /* writer=idle: writes this long, then yields */
 #define CAP_WRITER_IDLE_MAX_US 4000u
 #define CAP_FILTER_LEN         512
 #define CAP_NAME_LEN           96
@@ -114,7 +115,7 @@ struct capture {
 	uint16_t port;
 	int32_t nf_id, service, chain, hop; /* -1: any */
 	uint32_t snaplen;
-	bool writer_share; /* writer=share: nice 10, not SCHED_IDLE */
+	bool writer_share; /* writer=share (default): the manager core, nice 10 */
 	uint64_t (*filter_jit)(void *);
 	struct rte_bpf *filter;
 	struct rte_ring *ring;
@@ -682,15 +683,17 @@ end_capture(struct capture *c, const char *reason, bool can_write)
 	atomic_store(&c->state, CAP_DONE);
 }
 
-/* The writer shares the NFs' core (DPDK puts control threads on the cores
- * EAL does not use). writer=idle (the default): SCHED_IDLE, it runs when no
- * NF wants the core, and it yields after every batch (an NF's batch-budget
- * yield would otherwise hand it a whole slice, milliseconds in which the
- * NF's ring fills), so a capture that cannot keep up loses copies, counted,
- * never packets; but a sleep-mode NF spins between bursts, so under steady
- * traffic the writer gets little. writer=share: nice 10, up to a tenth of a
- * busy core in 100 us slices (EEVDF's custom slice, Linux 6.12+), so it
- * keeps up far longer, at the NFs' expense (docs/capture.md: the numbers). */
+/* Where the writer runs. writer=share (the default): on the manager's
+ * core, at nice 10 in 100 us slices (EEVDF's custom slice, Linux 6.12+): up
+ * to a tenth of that core, whose stalls the ports' rx rings absorb
+ * (thousands of descriptors), where on the NFs' core, where DPDK puts control
+ * threads, each would fill an NF's rx ring (1,024 slots, 100 us at 10 Mpps).
+ * writer=idle: SCHED_IDLE on the NFs' core, running only when no NF wants
+ * it and yielding after 50 us of writing (an NF's batch-budget yield would
+ * otherwise hand it a whole slice): it never costs an NF a packet, but under
+ * steady traffic a sleep-mode NF spins between bursts and it gets little, and
+ * a busy core can starve it (the capture then ends only by its stop or the
+ * manager's). docs/capture.md has the numbers. */
 static void
 writer_sched(const struct capture *c)
 {
@@ -709,12 +712,20 @@ writer_sched(const struct capture *c)
 		.sched_runtime = CAP_WRITER_SLICE_NS,
 	};
 	struct sched_param sp = {.sched_priority = 0};
+	rte_cpuset_t cpus;
 
 	if (!c->writer_share) {
 		if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp) != 0)
 			MGR_LOG(DEBUG, "capture writer: SCHED_IDLE: %s\n", strerror(errno));
 		return;
 	}
+	/* On the manager's core, not the NFs': a stall there is absorbed by
+	 * the ports' rx rings (thousands of descriptors), one of an NF's core
+	 * fills an NF's rx ring (1,024 slots, 100 us at 10 Mpps). */
+	CPU_ZERO(&cpus);
+	CPU_SET(rte_lcore_to_cpu_id((int)rte_get_main_lcore()), &cpus);
+	if (pthread_setaffinity_np(pthread_self(), sizeof(cpus), &cpus) != 0)
+		MGR_LOG(DEBUG, "capture writer: affinity: %s\n", strerror(errno));
 	if (syscall(SYS_sched_setattr, 0, &attr, 0) != 0 &&
 	    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), CAP_WRITER_NICE) < 0)
 		MGR_LOG(DEBUG, "capture writer: setpriority: %s\n", strerror(errno));
@@ -727,6 +738,8 @@ writer_main(void *arg)
 	uint64_t deadline = c->duration_ns ? c->start_ns + c->duration_ns : 0;
 	struct rte_mbuf *m[CAP_WRITER_BATCH];
 	uint32_t idle_us = CAP_WRITER_IDLE_US;
+	uint64_t run_max_tsc = rte_get_tsc_hz() / 1000000 * CAP_WRITER_RUN_US,
+		 run_tsc = rte_rdtsc();
 	const char *reason = NULL;
 	char why[96];
 	int ret;
@@ -756,8 +769,14 @@ writer_main(void *arg)
 			rte_pktmbuf_free_bulk(m, n);
 		if (ret < 0)
 			break;
-		if (n > 0 && !c->writer_share)
+		/* After a stretch of writing, not after every batch: each yield
+		 * of a SCHED_IDLE thread pushes its next turn far back (EEVDF
+		 * moves its deadline by a slice at its tiny weight), so a
+		 * yield per batch starved a capture for minutes on a busy core. */
+		if (n > 0 && !c->writer_share && rte_rdtsc() - run_tsc > run_max_tsc) {
 			sched_yield();
+			run_tsc = rte_rdtsc();
+		}
 
 		if (c->max_pkts != 0 && c->written_pkts >= c->max_pkts)
 			reason = "count reached";
@@ -778,6 +797,7 @@ writer_main(void *arg)
 			 * at each start of traffic). */
 			if (n == 0 && reason == NULL && ret == 0) {
 				usleep(idle_us);
+				run_tsc = rte_rdtsc();
 				idle_us = RTE_MIN(idle_us * 2, CAP_WRITER_IDLE_MAX_US);
 			}
 		}
@@ -1024,7 +1044,7 @@ static int
 capture_start(const char *params, struct rte_tel_data *d)
 {
 	static char err[CAP_FILTER_LEN + 64];
-	struct start_args a = {.snaplen = CAP_SNAPLEN_MAX, .ring = CAP_RING_DEFAULT};
+	struct start_args a = {.snaplen = CAP_SNAPLEN_MAX, .ring = CAP_RING_DEFAULT, .share = true};
 	struct capture *c = NULL;
 	char buf[1024], ring_name[RTE_RING_NAMESIZE];
 	const char *why;
