@@ -105,21 +105,37 @@ mgr_guard_index(const void *p)
 	return UINT32_MAX;
 }
 
-/* An mbuf goes to NF @p nf_id (before the enqueue: the NF may hold it at
- * once). */
+/* Owner values: NF id + 1, with GUARD_CHAIN set on the first segment of a
+ * chain and GUARD_SEG on the others (a reclaim counts packets by their first
+ * segment; a take follows links only of what was given as a chain). */
+#define GUARD_SEG     (UINT32_C(1) << 31)
+#define GUARD_CHAIN   (UINT32_C(1) << 30)
+#define GUARD_NF_MASK (GUARD_CHAIN - 1)
+
+/* A packet goes to NF @p nf_id (before the enqueue: the NF may hold it at
+ * once), every segment of it: a jumbo frame from a PMD is a chain. The
+ * chain is still the manager's here, so its links can be followed. */
 static inline void
 mgr_guard_give(struct rte_mbuf *const *pkts, unsigned int n, uint32_t nf_id)
 {
 	for (unsigned int i = 0; i < n; i++) {
 		uint32_t idx = mgr_guard_index(pkts[i]);
 
+		/* (nb_segs shares the header's first line with the rest read
+		 * here; next is on the second) */
+		bool chain = pkts[i]->nb_segs > 1;
+
 		if (likely(idx != UINT32_MAX))
-			mgr_guard.owner[idx] = nf_id + 1;
+			mgr_guard.owner[idx] = (nf_id + 1) | (chain ? GUARD_CHAIN : 0);
+		if (unlikely(chain))
+			for (struct rte_mbuf *s = pkts[i]->next; s != NULL; s = s->next)
+				if ((idx = mgr_guard_index(s)) != UINT32_MAX)
+					mgr_guard.owner[idx] = (nf_id + 1) | GUARD_SEG;
 	}
 }
 
-/* An mbuf the manager holds again without a take (a failed enqueue, a
- * reclaim). */
+/* A packet the manager holds again without a take (a failed enqueue, a
+ * drop): its links are its own, as only a take lets an NF's mbuf in. */
 static inline void
 mgr_guard_clear(const struct rte_mbuf *pkt)
 {
@@ -127,38 +143,28 @@ mgr_guard_clear(const struct rte_mbuf *pkt)
 
 	if (likely(idx != UINT32_MAX))
 		mgr_guard.owner[idx] = 0;
+	if (unlikely(pkt->nb_segs > 1))
+		for (pkt = pkt->next; pkt != NULL; pkt = pkt->next)
+			if ((idx = mgr_guard_index(pkt)) != UINT32_MAX)
+				mgr_guard.owner[idx] = 0;
 }
 
-/* Who holds the object of index @p idx: an NF id + 1, or 0. */
+/* Who holds the object of index @p idx: an NF id + 1 (with GUARD_SEG or
+ * GUARD_CHAIN), or 0. */
 static inline uint32_t
 mgr_guard_owner(uint32_t idx)
 {
 	return mgr_guard.owner[idx];
 }
 
-enum guard_take { GUARD_OK, GUARD_NOT_OURS, GUARD_BAD_LENGTHS };
-
-/* A descriptor NF @p nf_id handed back: ours and its to give (then the
- * manager holds it again and its header is restored), not (ignore it), or
- * ours with lengths that make no sense (drop it: its header is safe to
- * free). */
-static inline enum guard_take
-mgr_guard_take(struct rte_mbuf *m, uint32_t nf_id)
+/* The fields a free, a PMD and the manager rely on, as the pool made them,
+ * of one segment on its own (an NF has no reason to change any): compared,
+ * and written only if one differs, so a good packet dirties no line. */
+static inline void
+mgr_guard_restore(struct rte_mbuf *m, uint32_t idx)
 {
 	const struct mgr_guard *g = &mgr_guard;
-	uint32_t idx = mgr_guard_index(m);
 
-	if (!SQ_GUARD_CHECKS) {
-		if (likely(idx != UINT32_MAX))
-			g->owner[idx] = 0;
-		return GUARD_OK;
-	}
-	if (unlikely(idx == UINT32_MAX || g->owner[idx] != nf_id + 1))
-		return GUARD_NOT_OURS;
-	g->owner[idx] = 0;
-	/* The fields a free, a PMD and the manager rely on, as the pool made
-	 * them (an NF has no reason to change any): compared, and written
-	 * only if one differs, so a good packet dirties no line for them. */
 	if (unlikely(m->buf_addr != (char *)m + sizeof(*m) + g->priv_size ||
 		     rte_mbuf_iova_get(m) != g->buf_iova[idx] || m->buf_len != g->buf_len ||
 		     m->pool != g->pool || m->next != NULL || m->nb_segs != 1 ||
@@ -171,8 +177,81 @@ mgr_guard_take(struct rte_mbuf *m, uint32_t nf_id)
 		m->nb_segs = 1;
 		rte_mbuf_refcnt_set(m, 1);
 	}
-	if (unlikely(m->data_off > g->buf_len || m->data_len > g->buf_len - m->data_off ||
-		     m->pkt_len != m->data_len)) {
+}
+
+/* A segment's own bytes lie within its buffer. */
+static inline bool
+guard_seg_len_ok(const struct rte_mbuf *m)
+{
+	return m->data_off <= mgr_guard.buf_len && m->data_len <= mgr_guard.buf_len - m->data_off;
+}
+
+enum guard_take { GUARD_OK, GUARD_NOT_OURS, GUARD_BAD_LENGTHS };
+
+/* A chain's segments after @p head: each must be one the manager gave NF
+ * @p nf_id as a later segment (so a loop or a borrowed mbuf ends the walk),
+ * and is restored and linked again as it is taken. What was taken stays
+ * linked to the head, so a drop of the head frees exactly that. */
+static inline enum guard_take
+guard_take_chain(struct rte_mbuf *head, struct rte_mbuf *next, uint16_t nb_segs, uint32_t nf_id)
+{
+	struct rte_mbuf *last = head;
+	uint32_t len = head->data_len, n = 1;
+	bool ok = guard_seg_len_ok(head);
+
+	while (next != NULL) {
+		uint32_t idx = mgr_guard_index(next);
+		struct rte_mbuf *s = next;
+
+		if (idx == UINT32_MAX || mgr_guard.owner[idx] != ((nf_id + 1) | GUARD_SEG)) {
+			ok = false;
+			break;
+		}
+		mgr_guard.owner[idx] = 0;
+		next = s->next;
+		s->next = NULL;
+		mgr_guard_restore(s, idx);
+		ok = ok && guard_seg_len_ok(s);
+		len += s->data_len;
+		last->next = s;
+		last = s;
+		n++;
+	}
+	head->nb_segs = (uint16_t)n;
+	if (!ok || n != nb_segs || len != head->pkt_len)
+		return GUARD_BAD_LENGTHS;
+	return GUARD_OK;
+}
+
+/* A descriptor NF @p nf_id handed back: ours and its to give (then the
+ * manager holds it again and its header is restored), not (ignore it), or
+ * ours with lengths that make no sense (drop it: its header is safe to
+ * free). */
+static inline enum guard_take
+mgr_guard_take(struct rte_mbuf *m, uint32_t nf_id)
+{
+	const struct mgr_guard *g = &mgr_guard;
+	uint32_t idx = mgr_guard_index(m), owner;
+	struct rte_mbuf *next;
+	uint16_t nb_segs;
+
+	if (!SQ_GUARD_CHECKS) {
+		mgr_guard_clear(m);
+		return GUARD_OK;
+	}
+	if (unlikely(idx == UINT32_MAX))
+		return GUARD_NOT_OURS;
+	owner = g->owner[idx];
+	if (unlikely((owner & ~GUARD_CHAIN) != nf_id + 1))
+		return GUARD_NOT_OURS;
+	g->owner[idx] = 0;
+	next = m->next;
+	nb_segs = m->nb_segs;
+	mgr_guard_restore(m, idx);
+	/* Only a chain given is followed: a single mbuf's links are reset. */
+	if (unlikely(owner & GUARD_CHAIN))
+		return guard_take_chain(m, next, nb_segs, nf_id);
+	if (unlikely(!guard_seg_len_ok(m) || m->pkt_len != m->data_len)) {
 		m->data_off = RTE_MIN((uint16_t)RTE_PKTMBUF_HEADROOM, g->buf_len);
 		m->data_len = 0;
 		m->pkt_len = 0;

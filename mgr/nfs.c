@@ -441,14 +441,21 @@ free_if_held(struct rte_mempool *mp, void *opaque, void *obj, unsigned int idx)
 	(void)idx;
 	/* (the manager's record, not the packet's metadata, which an NF can
 	 * rewrite to have another NF's packets freed under it) */
-	if (owner == 0 || owner > scan->mgr->n_nfs)
+	if ((owner & GUARD_NF_MASK) == 0 || (owner & GUARD_NF_MASK) > scan->mgr->n_nfs)
 		return;
-	nf = &scan->mgr->nfs[owner - 1];
-	if (nf->reclaim_pending) {
-		mgr_drop(&scan->mgr->tx.stats, nf->reclaim_cause, obj);
-		nf->deq_pkts++; /* none outstanding after: tx lets it go */
-		scan->found++;
+	nf = &scan->mgr->nfs[(owner & GUARD_NF_MASK) - 1];
+	if (!nf->reclaim_pending)
+		return;
+	/* Each segment on its own: the links are the NF's to have rewritten. */
+	mgr_guard_restore(obj, i);
+	if (owner & GUARD_SEG) {
+		mgr_guard_clear(obj);
+		rte_pktmbuf_free_seg(obj);
+		return;
 	}
+	mgr_drop(&scan->mgr->tx.stats, nf->reclaim_cause, obj);
+	nf->deq_pkts++; /* none outstanding after: tx lets it go */
+	scan->found++;
 }
 
 /* One pass over the pool for every NF marked by reclaim_nf. */

@@ -2,9 +2,10 @@
 NF hands back is checked against the manager's own record of what it gave
 that NF, and the mbuf header fields it and the PMDs rely on are restored
 before use (mgr/guard.h). A hostile NF (tests/nfs/baddesc.c) that hands back
-foreign pointers, misaligned ones, one packet twice, scribbled headers or
-impossible lengths costs only its own packets: the manager keeps running,
-counts each case, never frees a packet twice, and every mbuf is home."""
+foreign pointers, misaligned ones, one packet twice, scribbled headers,
+impossible lengths or a jumbo frame's segments linked in a loop costs only its
+own packets: the manager keeps running, counts each case, never frees a packet
+(or a segment) twice, and every mbuf is home."""
 
 from __future__ import annotations
 
@@ -21,8 +22,13 @@ EVERY = 4  # the NF misuses the 1st, 5th, ... packet it sees
 BADDESC = BUILD / "tests" / "nfs" / "squall-nf-baddesc"
 
 
-def start(mgr: Manager, tmp_path: Path, misuse: str) -> list[bytes]:
-    frames = pcaps.good_frames(N_PKTS, [pcaps.mac(1)])
+def jumbo_frames() -> list[bytes]:
+    """9000 B frames: each a chain of mbufs (2 KiB buffers) from the pcap PMD."""
+    return [pcaps.jumbo(pcaps.mac(1))[:-2] + i.to_bytes(2, "big") for i in range(N_PKTS)]
+
+
+def start(mgr: Manager, tmp_path: Path, misuse: str, jumbo: bool = False) -> list[bytes]:
+    frames = jumbo_frames() if jumbo else pcaps.good_frames(N_PKTS, [pcaps.mac(1)])
     in_pcap = pcaps.write_pcap(tmp_path / "in.pcap", frames)
     cfg = mgr.config(
         ports=pcaps.pcap_ports(in_pcap, tmp_path / "out.pcap"),
@@ -47,11 +53,14 @@ def accounted(mgr: Manager) -> int:
     return int(st["tx_pkts"] + st["drop_pkts"] + st["mbufs_in_use"])
 
 
-@pytest.mark.parametrize("misuse", ["foreign", "misaligned", "double"])
+@pytest.mark.parametrize(
+    "misuse,jumbo",
+    [("foreign", False), ("misaligned", False), ("double", False), ("foreign", True)],
+)
 def test_descriptors_the_nf_does_not_hold_are_ignored_and_counted(
-    mgr: Manager, tmp_path: Path, misuse: str
+    mgr: Manager, tmp_path: Path, misuse: str, jumbo: bool
 ) -> None:
-    frames = start(mgr, tmp_path, misuse)
+    frames = start(mgr, tmp_path, misuse, jumbo)
     nf = "bad#0"
     # Each misuse hands back one descriptor that is no packet the NF holds
     # and keeps the packet it should have returned.
@@ -66,10 +75,12 @@ def test_descriptors_the_nf_does_not_hold_are_ignored_and_counted(
     assert bad == expect if misuse != "double" else 0 < bad <= expect, bad
     st = mgr.stats()
     assert st["tx_pkts"] == N_PKTS - bad and st["drop_pkts"] == 0, st
-    assert st["mbufs_in_use"] == bad, "the NF still holds the packets it kept"
+    segs = -(-len(frames[0]) // 2048) if jumbo else 1  # mbufs per packet
+    assert st["mbufs_in_use"] == bad * segs, "the NF still holds the packets it kept"
     assert mgr.is_running(), mgr.log_tail()
 
-    # Killed, the NF's held packets are reclaimed by the manager's record.
+    # Killed, the NF's held packets are reclaimed by the manager's record:
+    # every segment freed, each packet counted once.
     os.kill(int(mgr.nfs()[nf]["pid"]), signal.SIGKILL)
     mgr.wait_for(lambda: mgr.stats()["drops"]["nf_died"] == bad, 30, "its packets reclaimed")
     ex = mgr.finish()
@@ -94,6 +105,21 @@ def test_impossible_lengths_cost_the_packet(mgr: Manager, tmp_path: Path) -> Non
     st = mgr.stats()
     assert st["drops"]["bad_mbuf"] == bad and st["drop_pkts"] == bad, st["drops"]
     assert st["tx_pkts"] == N_PKTS - bad
+    mgr.finish()
+    kept = [f for i, f in enumerate(frames) if i % EVERY != 0]
+    assert pcaps.read_pcap(tmp_path / "out.pcap") == kept
+
+
+def test_a_looped_chain_costs_the_packet(mgr: Manager, tmp_path: Path) -> None:
+    """A jumbo frame's segments come back linked in a loop: the walk stops at
+    the first segment it already took back, the packet is dropped (bad_mbuf)
+    and each of its segments freed once; the chains left alone go out whole."""
+    frames = start(mgr, tmp_path, "loop", jumbo=True)
+    bad = N_PKTS // EVERY
+    mgr.wait_for(lambda: accounted(mgr) == N_PKTS, 30, "every packet out or dropped")
+    st = mgr.stats()
+    assert st["drops"]["bad_mbuf"] == bad and st["drop_pkts"] == bad, st["drops"]
+    assert st["tx_pkts"] == N_PKTS - bad and st["region_corrupt"]["descriptor"] == 0, st
     mgr.finish()
     kept = [f for i, f in enumerate(frames) if i % EVERY != 0]
     assert pcaps.read_pcap(tmp_path / "out.pcap") == kept

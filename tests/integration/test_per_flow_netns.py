@@ -85,6 +85,25 @@ def run_ab(mgr: Manager, url: str, requests: int) -> None:
     assert "Non-2xx" not in ab.stdout, ab.stdout
 
 
+def wait_flows_ended(mgr: Manager, idle_timeout_s: float = 30) -> None:
+    """Every flow ended. A closing packet lost in a full NF ring (a burst while
+    the VM is loaded) that is never sent again, as a RST, leaves its flow to
+    the idle timeout: that is waited for too, and allowed only with such a loss.
+    On failure, the flow and pool counters say which flows did not end."""
+    try:
+        mgr.wait_for(
+            lambda: mgr.query("/squall/flows")["flows_active"] == 0,
+            idle_timeout_s + 10,
+            "every flow ended",
+        )
+    except AssertionError as e:
+        raise AssertionError(
+            f"{e}\nflows: {mgr.query('/squall/flows')}\npools: {mgr.query('/squall/pools')}"
+        ) from None
+    flows, drops = mgr.query("/squall/flows"), mgr.stats()["drops"]
+    assert flows["flows_idle_expired"] == 0 or drops["nf_ring_full"] > 0, (flows, drops)
+
+
 def test_ab_through_per_flow_nfs(http_server: bytes, mgr: Manager, tmp_path: Path) -> None:  # noqa: F811
     mgr.start(web_config(mgr, POOL))
     opens_before = active_opens()
@@ -101,7 +120,7 @@ def test_ab_through_per_flow_nfs(http_server: bytes, mgr: Manager, tmp_path: Pat
     # ab opens one connection per request (no keep-alive) and one more; curl one.
     connections = active_opens() - opens_before
     assert connections >= N_REQUESTS + 1
-    mgr.wait_for(lambda: mgr.query("/squall/flows")["flows_active"] == 0, 30, "every flow ended")
+    wait_flows_ended(mgr)
     flows = mgr.query("/squall/flows")
     assert flows["flows_created"] == flows["flows_ended"] == connections, (
         f"{connections} {flows} {mgr.stats()['drops']}"
@@ -130,7 +149,7 @@ def test_small_pool_queues_new_flows(http_server: bytes, mgr: Manager) -> None: 
     opens_before = active_opens()
     run_ab(mgr, f"http://{SERVER_IP}:{HTTP_PORT}/blob.bin", 200)
     connections = active_opens() - opens_before
-    mgr.wait_for(lambda: mgr.query("/squall/flows")["flows_active"] == 0, 30, "every flow ended")
+    wait_flows_ended(mgr)
     flows = mgr.query("/squall/flows")
     assert flows["flows_created"] == flows["flows_ended"] == connections, (
         f"{connections} {flows} {mgr.stats()['drops']}"

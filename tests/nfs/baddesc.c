@@ -3,14 +3,15 @@
  * it must not, as a buggy or hostile NF in shared mode can. Every 4th packet
  * (the 1st, 5th, ...) is misused; the others pass untouched.
  *
- *   squall-nf-baddesc --misuse foreign|misaligned|double|mangle|lengths
+ *   squall-nf-baddesc --misuse foreign|misaligned|double|mangle|lengths|loop
  *
  * foreign: a pointer to memory of its own instead of the packet (which it
  * keeps); misaligned: the packet's address plus 64; double: the packet in
  * its own slot and again in the next one (whose packet it keeps); mangle:
  * every header field the manager and the PMDs rely on scribbled over
  * (buf_addr, buf_len, pool, next, nb_segs, refcnt), lengths kept; lengths:
- * data_len past the buffer.
+ * data_len past the buffer; loop: a chain's (a jumbo frame's) last segment
+ * linked back to its first.
  */
 #include <getopt.h>
 #include <string.h>
@@ -21,9 +22,10 @@
 
 #define NF_NAME "squall-nf-baddesc"
 
-enum misuse { M_FOREIGN, M_MISALIGNED, M_DOUBLE, M_MANGLE, M_LENGTHS, M_MAX };
+enum misuse { M_FOREIGN, M_MISALIGNED, M_DOUBLE, M_MANGLE, M_LENGTHS, M_LOOP, M_MAX };
 
-static const char *const names[M_MAX] = {"foreign", "misaligned", "double", "mangle", "lengths"};
+static const char *const names[M_MAX] = {"foreign", "misaligned", "double",
+					 "mangle",  "lengths",    "loop"};
 
 /* Big enough for the library's write of nf_visits into "its" metadata. */
 static uint8_t fake[4096] __rte_cache_aligned;
@@ -38,6 +40,16 @@ mangle(struct rte_mbuf *m)
 	m->next = (struct rte_mbuf *)(uintptr_t)0xbeef0000;
 	m->nb_segs = 9;
 	rte_mbuf_refcnt_set(m, 3);
+}
+
+static void
+loop(struct rte_mbuf *m)
+{
+	struct rte_mbuf *s = m;
+
+	while (s->next != NULL)
+		s = s->next;
+	s->next = m;
 }
 
 static void
@@ -60,6 +72,7 @@ misuse(struct rte_mbuf **pkts, uint16_t n, void *arg)
 			break;
 		case M_MANGLE: mangle(pkts[i]); break;
 		case M_LENGTHS: pkts[i]->data_len = 65000; break;
+		case M_LOOP: loop(pkts[i]); break;
 		default: break;
 		}
 	}
@@ -89,7 +102,8 @@ main(int argc, char **argv)
 		}
 	}
 	if (what == M_MAX) {
-		fprintf(stderr, NF_NAME ": --misuse foreign|misaligned|double|mangle|lengths\n");
+		fprintf(stderr,
+			NF_NAME ": --misuse foreign|misaligned|double|mangle|lengths|loop\n");
 		return NF_EXIT_USAGE;
 	}
 	ret = nf_opt_attach(argc, argv, &nf);
