@@ -88,7 +88,7 @@ main(int argc, char **argv)
 	struct rte_mempool *pool;
 	struct span span = {0};
 	uint64_t give = 0, take = 0, none_give = 0, none_take = 0, rounds = 0, hz, end;
-	uint64_t t_guard = 0, t_none = 0;
+	uint64_t t_none = 0;
 
 	snprintf(lcore, sizeof(lcore), "%d", argc > 2 ? atoi(argv[2]) : 0);
 	if (rte_eal_init((int)RTE_DIM(eal), eal) < 0) {
@@ -110,14 +110,13 @@ main(int argc, char **argv)
 	end = rte_rdtsc() + (uint64_t)(secs * (double)hz);
 	/* Alternate: each half sees the same cache and frequency states. */
 	while (rte_rdtsc() < end) {
-		uint64_t t0 = rte_rdtsc(), t1;
+		uint64_t t1;
 
 		for (unsigned int i = 0; i < 64; i++)
 			round_trip(pool, true, &give, &take);
 		t1 = rte_rdtsc();
 		for (unsigned int i = 0; i < 64; i++)
 			round_trip(pool, false, &none_give, &none_take);
-		t_guard += t1 - t0;
 		t_none += rte_rdtsc() - t1;
 		rounds += 64;
 	}

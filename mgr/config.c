@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -572,6 +573,7 @@ enum {
 	MGR_FLOW_HALF_OPEN,
 	MGR_CORE_WAKES,
 	MGR_MAX_NFS,
+	MGR_NF_USER,
 	MGR_N_KEYS
 };
 static const char *const mgr_keys[MGR_N_KEYS] = {
@@ -589,7 +591,39 @@ static const char *const mgr_keys[MGR_N_KEYS] = {
 	"flow_half_open_timeout_ms",
 	"core_wakes_per_s",
 	"max_nfs",
+	"nf_user",
 };
+
+/* nf_user: a user name or a numeric uid, resolved now so that a typo is a
+ * config error, not an NF that cannot start. */
+static int
+get_nf_user(struct ctx *c, const yaml_node_t *node, const char *b)
+{
+	struct sq_config *cfg = c->cfg;
+	const struct passwd *pw;
+	char *end;
+	unsigned long uid;
+
+	if (node != NULL && get_name(c, node, b, "nf_user", cfg->nf_user) != 0)
+		return -EINVAL;
+	errno = 0;
+	uid = strtoul(cfg->nf_user, &end, 10);
+	if (*end == '\0' && errno == 0 && uid < UINT32_MAX)
+		pw = getpwuid((uid_t)uid);
+	else
+		pw = getpwnam(cfg->nf_user);
+	if (pw != NULL) {
+		cfg->nf_uid = pw->pw_uid;
+		cfg->nf_gid = pw->pw_gid;
+		return 0;
+	}
+	if (node == NULL)
+		return fail_line(c, 1, b, "nf_user",
+				 "no user \"%s\" (the default): scripts/setup.sh makes it, or "
+				 "name another unprivileged user",
+				 cfg->nf_user);
+	return fail(c, node, b, "nf_user", "no such user \"%s\"", cfg->nf_user);
+}
 
 static int
 parse_manager(struct ctx *c, const yaml_node_t *node)
@@ -600,7 +634,7 @@ parse_manager(struct ctx *c, const yaml_node_t *node)
 	int ret;
 
 	if (node == NULL)
-		return 0;
+		return get_nf_user(c, NULL, b);
 	ret = map_get(c, node, b, mgr_keys, MGR_N_KEYS, 0, v);
 	if (ret == 0)
 		ret = get_name(c, v[MGR_NAME], b, "name", cfg->name);
@@ -638,6 +672,8 @@ parse_manager(struct ctx *c, const yaml_node_t *node)
 	if (ret == 0)
 		ret = get_u32(c, v[MGR_CORE_WAKES], b, "core_wakes_per_s", 0, 10000000,
 			      &cfg->core_wakes_per_s);
+	if (ret == 0)
+		ret = get_nf_user(c, v[MGR_NF_USER], b);
 	return ret;
 }
 
@@ -747,6 +783,11 @@ static const char *const fallback_words[] = {
 	[SQ_FALLBACK_QUEUE] = "queue",
 };
 
+static const char *const sandbox_words[] = {
+	[SQ_SANDBOX_NONE] = "none",
+	[SQ_SANDBOX_STRICT] = "strict",
+};
+
 static const char *const restart_words[] = {
 	[SQ_RESTART_ALWAYS] = "always",
 	[SQ_RESTART_ON_FAILURE] = "on-failure",
@@ -827,6 +868,8 @@ enum {
 	SVC_RESTART_WINDOW,
 	SVC_WATCHDOG,
 	SVC_MAX_OUTSTANDING,
+	SVC_SANDBOX,
+	SVC_MEMORY_MB,
 	SVC_N_KEYS
 };
 static const char *const svc_keys[SVC_N_KEYS] = {
@@ -855,6 +898,8 @@ static const char *const svc_keys[SVC_N_KEYS] = {
 	"restart_window_s",
 	"watchdog_ms",
 	"max_outstanding_pkts",
+	"sandbox",
+	"memory_mb",
 };
 
 static int
@@ -955,6 +1000,11 @@ parse_service(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_c
 	if (ret == 0)
 		ret = get_u32(c, v[SVC_MAX_OUTSTANDING], b, "max_outstanding_pkts", 1, 1u << 24,
 			      &svc->max_outstanding_pkts);
+	if (ret == 0)
+		ret = get_word(c, v[SVC_SANDBOX], b, "sandbox", sandbox_words,
+			       RTE_DIM(sandbox_words), &svc->sandbox);
+	if (ret == 0)
+		ret = get_u32(c, v[SVC_MEMORY_MB], b, "memory_mb", 0, 1u << 20, &svc->memory_mb);
 	svc->spin_ns = (uint64_t)spin_us * 1000;
 	return ret;
 }
@@ -1324,6 +1374,7 @@ set_defaults(struct sq_config *cfg)
 	cfg->flow_half_open_timeout_ms = 5000;
 	cfg->flow_linger_ms = 200;
 	cfg->core_wakes_per_s = 50000;
+	strcpy(cfg->nf_user, "squall-nf");
 }
 
 int

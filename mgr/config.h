@@ -75,10 +75,18 @@ struct sq_cfg_service {
 	uint32_t restart_window_s; /* default 60 */
 	uint32_t watchdog_ms; /* a hung NF (packets held, no progress) is killed after; 0 off */
 	uint32_t max_outstanding_pkts; /* packets an NF may hold at once; default 2 rings + 64 */
+	uint32_t sandbox;              /* enum sq_sandbox; default none */
+	uint32_t memory_mb; /* an NF's private memory (RLIMIT_DATA); 0: no limit (default) */
 	/* Running config only: removed while a draining chain's flows still
 	 * use its NFs (mgr/control.c). */
 	bool draining;
 	int line;
+};
+
+/* What an NF of a service may do besides its loop (mgr/sandbox.c). */
+enum sq_sandbox {
+	SQ_SANDBOX_NONE = 0,   /* manager.nf_user, no capabilities */
+	SQ_SANDBOX_STRICT = 1, /* and a uid of its own, a seccomp filter, no children */
 };
 
 /* When the manager starts a dead NF of a service again. */
@@ -178,6 +186,10 @@ struct sq_config {
 	uint32_t core_wakes_per_s;
 	/* NF slots in the region; 0: the services' max_instances + SQ_SPARE_NF_SLOTS */
 	uint32_t max_nfs;
+	/* the user NFs run as (a name, or a uid); default "squall-nf", made by
+	 * scripts/setup.sh; "root" keeps root's uid (and no more) */
+	char nf_user[SQ_CFG_NAME_LEN];
+	uint32_t nf_uid, nf_gid; /* nf_user's, resolved at load */
 
 	struct sq_cfg_port ports[SQ_MAX_PORTS];
 	uint16_t n_ports;

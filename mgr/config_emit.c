@@ -158,6 +158,8 @@ static const char *const assign_words[] = {
 static const char *const fallback_words[] = {
 	[SQ_FALLBACK_DROP] = "drop", [SQ_FALLBACK_RSS] = "rss", [SQ_FALLBACK_QUEUE] = "queue"};
 static const char *const order_words[] = {[SQ_POOL_FIFO] = "fifo", [SQ_POOL_LIFO] = "lifo"};
+static const char *const sandbox_words[] = {
+	[SQ_SANDBOX_NONE] = "none", [SQ_SANDBOX_STRICT] = "strict"};
 static const char *const restart_words[] = {[SQ_RESTART_ALWAYS] = "always",
 					    [SQ_RESTART_ON_FAILURE] = "on-failure",
 					    [SQ_RESTART_NEVER] = "never"};
@@ -189,6 +191,7 @@ emit_manager(struct out *o, const struct sq_config *cfg)
 	kv_u64(o, "flow_half_open_timeout_ms", cfg->flow_half_open_timeout_ms);
 	kv_u64(o, "core_wakes_per_s", cfg->core_wakes_per_s);
 	kv_u64(o, "max_nfs", cfg->max_nfs);
+	kv(o, "nf_user", cfg->nf_user);
 	map_end(o);
 }
 
@@ -265,6 +268,8 @@ emit_service(struct out *o, const struct sq_cfg_service *s)
 	kv_u64(o, "restart_window_s", s->restart_window_s);
 	kv_u64(o, "watchdog_ms", s->watchdog_ms);
 	kv_u64(o, "max_outstanding_pkts", s->max_outstanding_pkts);
+	kv(o, "sandbox", WORD(sandbox_words, s->sandbox));
+	kv_u64(o, "memory_mb", s->memory_mb);
 	map_end(o);
 }
 

@@ -111,8 +111,8 @@ mgr_control_unlock(void)
  * running (then the plan applies it) or not (then the plan refuses a
  * change)? Otherwise an apply would drop it silently. These sizes trip
  * when a struct grows; config_emit.c must write the new key too. */
-static_assert(offsetof(struct sq_config, ports) == 596, "manager key: plan_manager");
-static_assert(sizeof(struct sq_cfg_service) == 816, "service key: plan_service");
+static_assert(offsetof(struct sq_config, ports) == 636, "manager key: plan_manager");
+static_assert(sizeof(struct sq_cfg_service) == 824, "service key: plan_service");
 static_assert(sizeof(struct sq_cfg_wake) == 32, "wake key: same_wake");
 static_assert(sizeof(struct sq_cfg_port) == 2092, "port key: same_port");
 static_assert(sizeof(struct sq_cfg_rule) == 28, "rule key: same_rule");
@@ -218,6 +218,9 @@ plan_manager(struct plan *p, const struct sq_config *cur, const struct sq_config
 	if (strcmp(cur->name, n->name) != 0)
 		return refuse(p, n->path, 1, "manager.name",
 			      "cannot change while running (now \"%s\")", cur->name);
+	if (strcmp(cur->nf_user, n->nf_user) != 0)
+		return refuse(p, n->path, 1, "manager.nf_user",
+			      "cannot change while running (now \"%s\")", cur->nf_user);
 	FIXED(region_mb);
 	FIXED(mbufs);
 	FIXED(mbuf_data_room);
@@ -285,6 +288,8 @@ plan_service(struct plan *p, const struct sq_cfg_service *c, const struct sq_cfg
 	FIXED(c->pool_fallback == s->pool_fallback, "pool_fallback");
 	FIXED(c->pool_queue_pkts == s->pool_queue_pkts, "pool_queue_pkts");
 	FIXED(c->pool_order == s->pool_order, "pool_order");
+	FIXED(c->sandbox == s->sandbox, "sandbox");
+	FIXED(c->memory_mb == s->memory_mb, "memory_mb");
 #undef FIXED
 	if (c->instances != s->instances)
 		note(p, "service %s: instances %u -> %u", s->name, c->instances, s->instances);

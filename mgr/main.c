@@ -21,6 +21,7 @@
 #include "control.h"
 #include "capture.h"
 #include "mgr.h"
+#include "sandbox.h"
 
 RTE_LOG_REGISTER(sq_logtype_mgr, squall.mgr, NOTICE);
 
@@ -292,6 +293,13 @@ start(struct mgr *mgr, const struct options *o, char *err, size_t err_len)
 		return ret;
 	if (mgr->mbufs_port_reserved != 0)
 		MGR_LOG(INFO, "ports hold %u mbufs for their rx rings\n", mgr->mbufs_port_reserved);
+	/* Built whatever the services: a strict one may be added while running. */
+	ret = mgr_sandbox_init();
+	if (ret < 0) {
+		snprintf(err, err_len, "cannot build the NF sandbox's seccomp filter: %s",
+			 strerror(-ret));
+		return ret;
+	}
 	ret = mgr_nfs_spawn_all(mgr);
 	if (ret < 0)
 		return ret;
@@ -424,6 +432,7 @@ main(int argc, char **argv)
 	MGR_LOG(NOTICE, "stopping\n");
 	status = shutdown_mgr(&mgr, &o, rx_elsewhere);
 	mgr_control_free(&mgr, &cfg);
+	mgr_sandbox_free();
 	sq_config_free(&cfg);
 	rte_eal_cleanup();
 	return status;

@@ -7,7 +7,6 @@
 #include <inttypes.h>
 #include <sched.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +22,8 @@
 
 #include "guard.h"
 #include "mgr.h"
+#include "sandbox.h"
+#include "spawn.h"
 
 extern char **environ;
 
@@ -214,8 +215,13 @@ mgr_nfs_spawn(struct mgr *mgr, struct mgr_nf *nf)
 	char *argv[SQ_MAX_NF_ARGS + 2];
 	char env_region[SQ_CFG_PATH_LEN + 16], env_id[32], env_fd[32];
 	char *envp[RTE_DIM(env_keep) + 4];
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t attr;
+	struct mgr_spawn sp = {
+		.exec = cs->exec,
+		.argv = argv,
+		.envp = envp,
+		.keep_fd = mgr->region_fd,
+	};
+	const char *step = "";
 	size_t n_env = 0;
 	int ret;
 
@@ -235,20 +241,25 @@ mgr_nfs_spawn(struct mgr *mgr, struct mgr_nf *nf)
 	snprintf(env_fd, sizeof(env_fd), "SQUALL_REGION_FD=%d", mgr->region_fd);
 	envp[n_env++] = env_fd;
 	envp[n_env] = NULL;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, mgr->region_fd, mgr->region_fd);
+	/* No NF runs as root unless the config says so (manager.nf_user). */
+	sp.set_user = mgr->cfg->nf_uid != 0 && geteuid() == 0;
+	sp.uid = mgr->cfg->nf_uid;
+	sp.gid = mgr->cfg->nf_gid;
+	sp.data_bytes = (uint64_t)cs->memory_mb << 20;
+	if (cs->sandbox == SQ_SANDBOX_STRICT) {
+		/* (a uid of its own even where nf_user is root: strict is strict) */
+		sp.set_user = geteuid() == 0;
+		sp.uid = SQ_SANDBOX_UID_BASE + nf->id;
+		sp.gid = sp.gid != 0 ? sp.gid : 65534; /* (nogroup, not root's) */
+		sp.filter = mgr_sandbox_filter();
+		sp.no_core = true;
+	}
 
 	argv[0] = (char *)(uintptr_t)cs->exec;
 	for (uint32_t i = 0; i < cs->n_args; i++)
 		argv[i + 1] = cs->args[i];
 	argv[cs->n_args + 1] = NULL;
 
-	/* Own process group: a Ctrl-C at the terminal reaches the manager only,
-	 * which then stops its NFs in order. posix_spawn uses vfork, so a manager
-	 * with large mappings does not copy its page tables per NF. */
-	posix_spawnattr_init(&attr);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-	posix_spawnattr_setpgroup(&attr, 0);
 	atomic_store(&nf->ctl->pid, 0); /* the new process claims the slot */
 	if (nf->ring_broken) {
 		/* The last process of this slot scrambled its rings (its packets
@@ -260,14 +271,12 @@ mgr_nfs_spawn(struct mgr *mgr, struct mgr_nf *nf)
 	}
 	atomic_store(&nf->ctl->state, SQ_NF_SPAWNED);
 	nf->start_tsc = rte_rdtsc();
-	ret = posix_spawn(&nf->pid, cs->exec, &fa, &attr, argv, envp);
-	posix_spawnattr_destroy(&attr);
-	posix_spawn_file_actions_destroy(&fa);
+	ret = mgr_spawn(&sp, &nf->pid, &step);
 	if (ret != 0) {
 		atomic_store(&nf->ctl->state, SQ_NF_DEAD);
-		MGR_LOG(ERR, "%s#%u: cannot start %s: %s\n", cs->name, nf->instance, cs->exec,
-			strerror(ret));
-		return -ret;
+		MGR_LOG(ERR, "%s#%u: cannot start %s (%s): %s\n", cs->name, nf->instance, cs->exec,
+			step, strerror(-ret));
+		return ret;
 	}
 	if (mgr->cfg->nf_core >= 0) {
 		cpu_set_t set;
@@ -345,6 +354,25 @@ warn_poll_sharing(const struct mgr *mgr)
 			poll, mgr->cfg->nf_core, all - 1);
 }
 
+/* Whom NFs run as, once: root only when asked, and said loudly then. */
+static void
+say_nf_user(const struct mgr *mgr)
+{
+	const struct sq_config *cfg = mgr->cfg;
+
+	if (geteuid() != 0 && geteuid() != cfg->nf_uid)
+		MGR_LOG(NOTICE, "not root: NFs run as the manager's uid %u, not %s\n",
+			(unsigned int)geteuid(), cfg->nf_user);
+	else if (cfg->nf_uid == 0)
+		MGR_LOG(WARNING,
+			"NFs run as root (manager.nf_user %s): an NF's fault can take "
+			"the host\n",
+			cfg->nf_user);
+	else
+		MGR_LOG(INFO, "NFs run as %s (uid %u, gid %u), no capabilities\n", cfg->nf_user,
+			cfg->nf_uid, cfg->nf_gid);
+}
+
 /* Every NF of the config, one after another; a per-flow service only its
  * pool's idle target (the director spawns the rest as flows need them). */
 int
@@ -354,6 +382,7 @@ mgr_nfs_spawn_all(struct mgr *mgr)
 	int ret;
 
 	warn_poll_sharing(mgr);
+	say_nf_user(mgr);
 
 	for (uint16_t s = 0; s < mgr->cfg->n_services; s++) {
 		const struct mgr_service *svc = &mgr->services[s];

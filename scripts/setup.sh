@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 #
 # One idempotent setup for Squall on Debian 12: system packages, hugepages,
-# the Python venv, and (with --build) the C build. Safe to run on every
+# the NF user, the Python venv, and (with --build) the C build. Safe to run on every
 # `make test`: a second run only checks and prints.
 #
 #   scripts/setup.sh            packages + hugepages + venv
@@ -27,12 +27,13 @@ BUILD_DIR=build
 # its runtimes: the libFuzzer targets (tests/fuzz); libasan8/libubsan1: gcc's
 # sanitizer build (make asan); llvm: llvm-symbolizer for readable sanitizer
 # reports. tshark reads the captures' pcapng; libssl-dev (libcrypto) for the
-# aes NF, libvectorscan-dev for the dpi NF.
+# aes NF, libvectorscan-dev for the dpi NF; libseccomp-dev for the manager's
+# NF sandbox (mgr/sandbox.c).
 REQUIRED_PKGS=(
 	libdpdk-dev dpdk dpdk-dev meson ninja-build pkg-config gcc
 	libyaml-dev libpcap-dev libbpf-dev libxdp-dev
 	iproute2 iputils-ping ethtool curl procps python3-venv clang-format make
-	apache2-utils tcpdump libssl-dev tshark libvectorscan-dev
+	apache2-utils tcpdump libssl-dev tshark libvectorscan-dev libseccomp-dev
 	prometheus chromium chromium-driver
 	clang libclang-rt-14-dev llvm libasan8 libubsan1
 )
@@ -284,6 +285,20 @@ setup_bpffs() {
 	fi
 }
 
+# The unprivileged user squall-mgr starts NFs as (manager.nf_user): a system
+# user with no home, no login shell and a group of its own.
+setup_nf_user() {
+	step "NF user squall-nf"
+	if getent passwd squall-nf >/dev/null; then
+		info "exists: $(id squall-nf)"
+	elif as_root useradd --system --user-group --no-create-home --home-dir /nonexistent \
+		--shell /usr/sbin/nologin squall-nf; then
+		info "made: $(id squall-nf)"
+	else
+		die "cannot add user squall-nf (NFs run as it; see docs/config.md nf_user)"
+	fi
+}
+
 # ---------------------------------------------------------------- python
 
 setup_venv() {
@@ -353,6 +368,7 @@ main() {
 	install_packages
 	setup_hugepages
 	setup_bpffs
+	setup_nf_user
 	setup_venv
 	if ((do_build)); then
 		build

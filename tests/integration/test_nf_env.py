@@ -29,7 +29,10 @@ def simple_config(mgr: Manager, exec_: str, args: list[str]) -> dict:
 def test_nf_environment_is_minimal_and_the_managers(
     mgr: Manager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    out = tmp_path / "env.txt"
+    out_dir = tmp_path / "nf"  # the NF's user may write here (manager.nf_user)
+    out_dir.mkdir(mode=0o777)
+    out_dir.chmod(0o777)
+    out = out_dir / "env.txt"
     monkeypatch.setenv("SQUALL_NF_ID", "4242")
     monkeypatch.setenv("SQUALL_REGION", "/nonexistent/region")
     monkeypatch.setenv("SQUALL_TEST_SECRET", "do-not-pass")
@@ -57,10 +60,13 @@ def test_install_dir_wins_over_the_build_dir(mgr: Manager, tmp_path: Path) -> No
     name = f"squall-nf-order-{os.getpid()}"
     made_dir = not INSTALL_DIR.exists()
     paths = {"install": INSTALL_DIR / name, "build": BUILD / "nfs" / name}
+    out = tmp_path / "nf"  # the NF's user may write here (manager.nf_user)
+    out.mkdir()
+    out.chmod(0o777)
     try:
         INSTALL_DIR.mkdir(parents=True, exist_ok=True)
         for where, p in paths.items():
-            p.write_text(f'#!/bin/sh\necho {where} > "{tmp_path}/which"\nexit 0\n')
+            p.write_text(f'#!/bin/sh\necho {where} > "{out}/which"\nexit 0\n')
             p.chmod(0o755)
         cfg = simple_config(mgr, name, [])
         mgr.write_config(cfg)
@@ -73,7 +79,7 @@ def test_install_dir_wins_over_the_build_dir(mgr: Manager, tmp_path: Path) -> No
             timeout=60,
             check=False,
         )
-        assert (tmp_path / "which").read_text().strip() == "install", r.stderr
+        assert (out / "which").read_text().strip() == "install", r.stderr
         # With --nf-path the given directory comes first.
         r = subprocess.run(
             [
@@ -88,7 +94,7 @@ def test_install_dir_wins_over_the_build_dir(mgr: Manager, tmp_path: Path) -> No
             timeout=60,
             check=False,
         )
-        assert (tmp_path / "which").read_text().strip() == "build", r.stderr
+        assert (out / "which").read_text().strip() == "build", r.stderr
     finally:
         for p in paths.values():
             p.unlink(missing_ok=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shlex
 import sys
 import tempfile
@@ -72,6 +73,9 @@ def run(
     error: str | None = None
     interrupted = False
     with tempfile.TemporaryDirectory(prefix=f"squall-bench-{exp.name}-") as tmp:
+        # NFs run as manager.nf_user: they may open the files a case writes
+        # here (rules, keys), not list the directory.
+        os.chmod(tmp, 0o711)
         ctx = Context(
             exp,
             quick=quick,

@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * spawn: an NF process started as posix_spawn does (a child that shares the
+ * manager's memory until execve, so a manager with large mappings copies no
+ * page tables), with the credential steps posix_spawn has no attribute for.
+ *
+ * Until execve the child runs on the manager's memory with the manager's
+ * threads still running: it calls no allocator and no glibc function that
+ * takes a lock or acts on every thread. Credentials are changed by raw
+ * system calls, as glibc's setresuid() would change those of every thread
+ * of the process it believes it is in: the manager's.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "spawn.h"
+
+#define STACK_BYTES (64 * 1024)
+
+struct child {
+	const struct mgr_spawn *s;
+	sigset_t mask; /* the caller's, the NF's from execve on */
+	int err;       /* errno of the failed step; 0 if execve ran */
+	const char *step;
+};
+
+static int
+child_fail(struct child *c, const char *step)
+{
+	c->err = errno;
+	c->step = step;
+	_exit(127);
+}
+
+/* Drop what root has, in the order that leaves no window: the bounding set
+ * while CAP_SETPCAP is still held, then groups and gid while CAP_SETGID is,
+ * then the uid, which clears the permitted and effective sets. */
+static int
+drop_privileges(struct child *c)
+{
+	const struct mgr_spawn *s = c->s;
+
+	/* (EINVAL: past the kernel's last capability) */
+	for (long cap = 0; prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0 || errno != EINVAL; cap++)
+		;
+	if (syscall(SYS_setgroups, 0, NULL) < 0)
+		return child_fail(c, "setgroups");
+	if (syscall(SYS_setresgid, s->gid, s->gid, s->gid) < 0)
+		return child_fail(c, "setresgid");
+	if (syscall(SYS_setresuid, s->uid, s->uid, s->uid) < 0)
+		return child_fail(c, "setresuid");
+	return 0;
+}
+
+static int
+child_main(void *arg)
+{
+	struct child *c = arg;
+	const struct mgr_spawn *s = c->s;
+	const struct sigaction dfl = {.sa_handler = SIG_DFL};
+
+	/* A manager handler run here would act on the manager's memory. Ignored
+	 * signals stay ignored, as with posix_spawn. */
+	for (int sig = 1; sig < _NSIG; sig++) {
+		struct sigaction old;
+
+		if (sigaction(sig, NULL, &old) == 0 && old.sa_handler != SIG_IGN &&
+		    old.sa_handler != SIG_DFL)
+			sigaction(sig, &dfl, NULL);
+	}
+	/* Own process group: a Ctrl-C at the terminal reaches the manager only,
+	 * which then stops its NFs in order. */
+	if (setpgid(0, 0) < 0)
+		return child_fail(c, "setpgid");
+	if (s->keep_fd >= 0 && fcntl(s->keep_fd, F_SETFD, 0) < 0)
+		return child_fail(c, "keep_fd");
+	if (s->no_core && setrlimit(RLIMIT_CORE, &(struct rlimit){0, 0}) < 0)
+		return child_fail(c, "rlimit_core");
+	if (s->data_bytes != 0 &&
+	    setrlimit(RLIMIT_DATA, &(struct rlimit){s->data_bytes, s->data_bytes}) < 0)
+		return child_fail(c, "rlimit_data");
+	if (s->set_user)
+		drop_privileges(c);
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return child_fail(c, "no_new_privs");
+	if (s->filter != NULL && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, s->filter, 0, 0) < 0)
+		return child_fail(c, "seccomp");
+	pthread_sigmask(SIG_SETMASK, &c->mask, NULL);
+	execve(s->exec, s->argv, s->envp);
+	return child_fail(c, "exec");
+}
+
+int
+mgr_spawn(const struct mgr_spawn *s, pid_t *pid, const char **step)
+{
+	struct child c = {.s = s};
+	sigset_t all;
+	void *stack;
+	int ret = 0;
+
+	stack = mmap(NULL, STACK_BYTES, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	if (stack == MAP_FAILED) {
+		*step = "stack";
+		return -errno;
+	}
+	/* No signal until the child has reset the handlers. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &c.mask);
+	/* CLONE_VFORK: back here once the child has exec'd or failed. */
+	*pid = clone(child_main, (char *)stack + STACK_BYTES, CLONE_VM | CLONE_VFORK | SIGCHLD, &c);
+	if (*pid < 0) {
+		ret = -errno;
+		*step = "clone";
+	} else if (c.err != 0) {
+		ret = -c.err;
+		*step = c.step;
+		waitpid(*pid, NULL, 0);
+	}
+	pthread_sigmask(SIG_SETMASK, &c.mask, NULL);
+	munmap(stack, STACK_BYTES);
+	return ret;
+}
