@@ -13,6 +13,7 @@
 #include <rte_log.h>
 #include <rte_mbuf.h>
 #include <rte_ring.h>
+#include <rte_spinlock.h>
 
 #include <squall/pkt.h>
 #include <squall/region.h>
@@ -146,8 +147,12 @@ struct mgr_nf {
 	uint32_t core_group;
 	uint32_t rx_mask; /* the rings' masks, checked before each burst */
 	uint32_t tx_mask;
-	uint32_t tx_cons;   /* where our dequeues of the tx ring are */
-	bool ring_broken;   /* its tx ring made no sense: killed, never drained */
+	uint32_t tx_cons; /* where our dequeues of the tx ring are */
+	uint32_t rx_prod; /* where our enqueues onto the rx ring are */
+	/* rx's producers, one at a time (when rx runs on its own lcore, both
+	 * roles steer to NFs): the manager's enqueue is single-producer */
+	rte_spinlock_t rx_lock;
+	bool ring_broken;   /* its rings made no sense: killed, never drained */
 	uint64_t bad_descs; /* descriptors it handed back that were no mbuf it held */
 	uint64_t start_tsc; /* spawn time, for start-to-ready */
 	uint64_t ready_tsc;
@@ -304,9 +309,7 @@ void mgr_region_destroy(struct mgr *mgr);
 void mgr_region_set_state(struct mgr *mgr, enum sq_mgr_state state);
 /** Off the hot path: repair header and ctl fields an NF rewrote, counting each. */
 void mgr_region_check(struct mgr *mgr);
-/** An NF ring whose mask an NF rewrote: restore it from our copy, count it. */
-void mgr_region_repair_ring(struct mgr *mgr, struct rte_ring *r, uint32_t mask);
-/** An NF whose tx ring's positions make no sense: count it, kill it (once). */
+/** An NF whose rings' positions make no sense: count it, kill it (once). */
 void mgr_region_ring_broken(struct mgr *mgr, struct mgr_nf *nf);
 int mgr_region_alloc_ring(struct mgr *mgr, const char *name, uint32_t slots, unsigned int flags,
 			  struct rte_ring **out);

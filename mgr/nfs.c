@@ -75,10 +75,11 @@ init_nf(struct mgr *mgr, struct mgr_nf *nf, uint16_t service, uint16_t instance)
 		rte_free(nf->tx);
 		nf->rx = nf->tx = NULL;
 	}
-	/* rx: the manager's roles (and later other NFs) produce; the NF consumes.
-	 * tx: the NF produces; the one tx role that owns it consumes. */
+	/* rx: the manager's roles produce, one at a time (nfring.h); the NF
+	 * consumes. tx: the NF produces; the one tx role that owns it consumes. */
 	snprintf(name, sizeof(name), "sq_rx_%u", nf->id);
-	ret = mgr_region_alloc_ring(mgr, name, cs->ring_slots, RING_F_SC_DEQ, &nf->rx);
+	ret = mgr_region_alloc_ring(mgr, name, cs->ring_slots, RING_F_SP_ENQ | RING_F_SC_DEQ,
+				    &nf->rx);
 	if (ret < 0)
 		return ret;
 	snprintf(name, sizeof(name), "sq_tx_%u", nf->id);
@@ -108,6 +109,8 @@ rings_done:
 	nf->rx_mask = nf->rx->mask;
 	nf->tx_mask = nf->tx->mask;
 	nf->tx_cons = nf->tx->cons.head;
+	nf->rx_prod = nf->rx->prod.head;
+	rte_spinlock_init(&nf->rx_lock);
 	snprintf(ctl->service, sizeof(ctl->service), "%s", cs->name);
 	mgr_wakeup_init_nf(nf, &cs->wake);
 	atomic_store(&ctl->state, SQ_NF_FREE);
@@ -267,6 +270,7 @@ mgr_nfs_spawn(struct mgr *mgr, struct mgr_nf *nf)
 		rte_ring_reset(nf->rx);
 		rte_ring_reset(nf->tx);
 		nf->tx_cons = 0;
+		nf->rx_prod = 0;
 		nf->ring_broken = false;
 	}
 	atomic_store(&nf->ctl->state, SQ_NF_SPAWNED);
@@ -405,25 +409,33 @@ mgr_nfs_spawn_all(struct mgr *mgr)
 	return 0;
 }
 
+/* What waited in a gone NF's rx ring: from where it had got to, to where
+ * the manager had put (nfring.h); a consumer position that makes no sense
+ * leaves them all to the owner scan. */
 static unsigned int
 drop_ring(struct mgr *mgr, struct mgr_nf *nf, enum sq_drop cause)
 {
-	struct rte_mbuf *pkts[SQ_NF_BURST_MAX];
-	unsigned int n, total = 0;
+	struct rte_mbuf *const *slots = (struct rte_mbuf *const *)&nf->rx[1];
+	uint32_t cons = __atomic_load_n(&nf->rx->cons.tail, __ATOMIC_ACQUIRE);
+	uint32_t n = nf->rx_prod - cons;
+	unsigned int total = 0;
 
-	while ((n = rte_ring_dequeue_burst(nf->rx, (void **)pkts, RTE_DIM(pkts), NULL)) > 0) {
-		for (unsigned int i = 0; i < n; i++) {
-			/* The ring's slots are in the region: only what the
-			 * manager gave this NF is freed (guard.h). */
-			if (mgr_guard_take(pkts[i], nf->id) == GUARD_NOT_OURS) {
-				mgr->region_corrupt[MGR_CORRUPT_DESCRIPTOR]++;
-				nf->bad_descs++;
-				continue;
-			}
-			mgr_drop(&mgr->tx.stats, cause, pkts[i]);
-			total++;
+	if (n > nf->rx_mask)
+		return 0;
+	for (uint32_t i = 0; i < n; i++) {
+		struct rte_mbuf *m = slots[(cons + i) & nf->rx_mask];
+
+		/* The ring's slots are in the region: only what the manager
+		 * gave this NF is freed (guard.h). */
+		if (mgr_guard_take(m, nf->id) == GUARD_NOT_OURS) {
+			mgr->region_corrupt[MGR_CORRUPT_DESCRIPTOR]++;
+			nf->bad_descs++;
+			continue;
 		}
+		mgr_drop(&mgr->tx.stats, cause, m);
+		total++;
 	}
+	nf->rx->cons.head = nf->rx->cons.tail = nf->rx_prod;
 	return total;
 }
 

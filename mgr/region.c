@@ -18,6 +18,8 @@
 #include <rte_errno.h>
 #include <rte_malloc.h>
 #include <rte_mbuf.h>
+#include <rte_mbuf_pool_ops.h>
+#include <rte_memzone.h>
 #include <rte_mempool.h>
 
 #include "guard.h"
@@ -219,14 +221,80 @@ create_heap(struct mgr *mgr, size_t heap_off, size_t len, size_t page_bytes)
 	return 0;
 }
 
+/* The mbufs themselves in the region, and nothing else of the pool: its
+ * header, per-lcore caches and free ring are in the manager's own EAL
+ * memory, which no NF maps. An NF needs none of them (it frees nothing: it
+ * hands every packet back), and one that could write them could make the
+ * manager's next alloc or free hand out an mbuf twice, or read past the
+ * ring (issue 20). What rte_pktmbuf_pool_create does, with the objects'
+ * memory reserved apart, on the region's heap. */
+static void
+free_mbuf_memory(struct rte_mempool_memhdr *memhdr, void *mz)
+{
+	(void)memhdr;
+	rte_memzone_free(mz);
+}
+
+static int
+populate_in_region(struct mgr *mgr, struct rte_mempool *mp)
+{
+	/* Objects packed end to end (RTE_MEMPOOL_F_NO_IOVA_CONTIG: none needs
+	 * to stay within a page, the region's pages having no IOVA anyway). */
+	size_t size = (size_t)mp->size * (mp->header_size + mp->elt_size + mp->trailer_size);
+	const struct rte_memzone *mz;
+	int ret;
+
+	mz = rte_memzone_reserve_aligned("sq_pool_mbufs", size, mgr->heap_socket, 0,
+					 RTE_CACHE_LINE_SIZE);
+	if (mz == NULL)
+		return -rte_errno;
+	/* (IOVA unknown: the region's pages were added to the heap without
+	 * one; the ports Squall runs on use virtual addresses) */
+	ret = rte_mempool_populate_iova(mp, mz->addr, RTE_BAD_IOVA, mz->len, free_mbuf_memory,
+					(void *)(uintptr_t)mz);
+	if (ret < 0) {
+		rte_memzone_free(mz);
+		return ret;
+	}
+	return mp->populated_size == mp->size ? 0 : -ENOMEM;
+}
+
+static struct rte_mempool *
+pool_create(struct mgr *mgr, const char *name, uint32_t n, uint16_t data_room)
+{
+	struct rte_pktmbuf_pool_private priv = {
+		.mbuf_data_room_size = data_room,
+		.mbuf_priv_size = SQ_PKT_META_SIZE,
+	};
+	struct rte_mempool *mp;
+	int ret;
+
+	mp = rte_mempool_create_empty(
+		name, n, sizeof(struct rte_mbuf) + SQ_PKT_META_SIZE + data_room, POOL_CACHE,
+		sizeof(priv), (int)rte_socket_id(), RTE_MEMPOOL_F_NO_IOVA_CONTIG);
+	if (mp == NULL)
+		return NULL;
+	ret = rte_mempool_set_ops_byname(mp, rte_mbuf_best_mempool_ops(), NULL);
+	if (ret == 0) {
+		rte_pktmbuf_pool_init(mp, &priv);
+		ret = populate_in_region(mgr, mp);
+	}
+	if (ret != 0) {
+		rte_mempool_free(mp);
+		rte_errno = -ret;
+		return NULL;
+	}
+	rte_mempool_obj_iter(mp, rte_pktmbuf_init, NULL);
+	return mp;
+}
+
 static int
 create_pool(struct mgr *mgr)
 {
 	const struct sq_config *cfg = mgr->cfg;
 	int ret;
 
-	mgr->pool = rte_pktmbuf_pool_create("sq_pool", cfg->mbufs, POOL_CACHE, SQ_PKT_META_SIZE,
-					    (uint16_t)cfg->mbuf_data_room, mgr->heap_socket);
+	mgr->pool = pool_create(mgr, "sq_pool", cfg->mbufs, (uint16_t)cfg->mbuf_data_room);
 	if (mgr->pool == NULL) {
 		MGR_LOG(ERR,
 			"cannot create a pool of %u mbufs in the %u MiB region: %s "
@@ -365,6 +433,20 @@ check_hdr(struct mgr *mgr)
 	}
 }
 
+/* A ring's geometry as the manager made it: the manager's own end never
+ * reads it (nfring.h); restored for the NF that uses the ring, which another
+ * NF may have written over. */
+static void
+repair_ring(struct mgr *mgr, struct rte_ring *r, uint32_t mask)
+{
+	if (r->mask == mask && r->size == mask + 1 && r->capacity == mask)
+		return;
+	mgr->region_corrupt[MGR_CORRUPT_RING]++;
+	r->mask = mask;
+	r->size = mask + 1;
+	r->capacity = mask;
+}
+
 /* An NF's ctl: the manager uses its own copies (struct mgr_nf, the config);
  * what it repairs here is for the NFs that read them and for the count. */
 static void
@@ -386,6 +468,8 @@ check_ctl(struct mgr *mgr, struct mgr_nf *nf)
 		mgr->region_corrupt[MGR_CORRUPT_SERVICE]++;
 		snprintf(ctl->service, sizeof(ctl->service), "%s", name);
 	}
+	repair_ring(mgr, nf->rx, nf->rx_mask);
+	repair_ring(mgr, nf->tx, nf->tx_mask);
 	/* The manager sets stop only when it stops everything. */
 	if (mgr->mgr_state != SQ_MGR_STOPPING &&
 	    atomic_load_explicit(&ctl->stop, memory_order_relaxed) != 0) {
@@ -412,20 +496,11 @@ mgr_region_check(struct mgr *mgr)
 }
 
 void __rte_noinline
-mgr_region_repair_ring(struct mgr *mgr, struct rte_ring *r, uint32_t mask)
-{
-	mgr->region_corrupt[MGR_CORRUPT_RING]++;
-	r->mask = mask;
-	r->size = mask + 1;
-	r->capacity = mask;
-}
-
-void __rte_noinline
 mgr_region_ring_broken(struct mgr *mgr, struct mgr_nf *nf)
 {
 	mgr->region_corrupt[MGR_CORRUPT_RING]++;
 	nf->ring_broken = true;
-	MGR_LOG(WARNING, "%s#%u (pid %d) rewrote the positions of its tx ring; killing it\n",
+	MGR_LOG(WARNING, "%s#%u (pid %d) rewrote the positions of its rings; killing it\n",
 		mgr->cfg->services[nf->service].name, nf->instance, nf->pid);
 	if (nf->pid > 0)
 		kill(nf->pid, SIGKILL);

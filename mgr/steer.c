@@ -12,6 +12,7 @@
 
 #include "capture.h"
 #include "guard.h"
+#include "nfring.h"
 #include "mgr.h"
 
 #define SQ_DROP_KEY(sym, key, str) #key,
@@ -105,6 +106,8 @@ mgr_steer_flush_nf(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id)
 	struct mgr_nf *nf = &mgr->nfs[nf_id];
 	uint64_t out = mgr_nf_outstanding(mgr, nf);
 	unsigned int sent;
+	bool moved;
+	int ret;
 
 	/* An NF that holds max_outstanding_pkts gets no more: it cannot pin
 	 * the pool (a stale read of deq_pkts only errs on the safe side). */
@@ -121,11 +124,25 @@ mgr_steer_flush_nf(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id)
 	 * them; the manager takes back only what it gave, and a crash reclaim
 	 * finds what an NF held by the same record (guard.h). */
 	mgr_guard_give(stage->pkts, stage->n, nf_id);
-	/* The ring's header is in the region: an NF that rewrote its mask would
-	 * have us write past the ring. A compare with our copy per burst. */
-	if (unlikely(nf->rx->mask != nf->rx_mask))
-		mgr_region_repair_ring(mgr, nf->rx, nf->rx_mask);
-	sent = rte_ring_enqueue_burst(nf->rx, (void **)stage->pkts, stage->n, NULL);
+	/* The ring's header is in the region: the enqueue works from our
+	 * geometry and position only (nfring.h). */
+	if (mgr->rx_elsewhere)
+		rte_spinlock_lock(&nf->rx_lock);
+	ret = mgr_nfring_enqueue(nf->rx, nf->rx_mask, &nf->rx_prod, (void **)stage->pkts, stage->n,
+				 &moved);
+	if (mgr->rx_elsewhere)
+		rte_spinlock_unlock(&nf->rx_lock);
+	if (unlikely(moved))
+		mgr->region_corrupt[MGR_CORRUPT_RING]++;
+	if (unlikely(ret < 0)) {
+		/* (what it was given before: the owner scan's, once it is gone) */
+		mgr_region_ring_broken(mgr, nf);
+		mgr_drop_bulk(&role->stats, SQ_DROP_NF_DIED, stage->pkts, stage->n);
+		stage->n = 0;
+		stage->n_counted = 0;
+		return;
+	}
+	sent = (unsigned int)ret;
 	MGR_CAPTURE_TAKEN(mgr, role, sent);
 	if (unlikely(sent < stage->n))
 		mgr_drop_bulk(&role->stats, SQ_DROP_NF_RING_FULL, stage->pkts + sent,

@@ -14,6 +14,7 @@
 
 #include "capture.h"
 #include "guard.h"
+#include "nfring.h"
 #include "mgr.h"
 
 static inline void
@@ -278,25 +279,21 @@ mgr_tx_drain_nf(struct mgr *mgr, struct mgr_nf *nf)
 {
 	struct rte_mbuf *pkts[SQ_NF_BURST_MAX];
 	unsigned int n, got, taken;
+	int ret;
 
-	/* The ring's header is in the region: an NF that rewrote its mask
-	 * would have us read past the ring, one that moved our consumer
-	 * position or its producer's past a ring's worth would have us take
-	 * stale slots. Compares with our copies, per burst, on lines the
-	 * dequeue reads anyway; size and capacity follow from the mask. */
-	if (unlikely(nf->tx->mask != nf->tx_mask))
-		mgr_region_repair_ring(mgr, nf->tx, nf->tx_mask);
+	/* The ring's header is in the region: the dequeue works from our
+	 * geometry and position only; a producer position more than a ring's
+	 * worth ahead of ours makes the ring unusable (nfring.h). */
 	if (unlikely(nf->ring_broken))
 		return 0;
-	if (unlikely(nf->tx->cons.head != nf->tx_cons ||
-		     nf->tx->prod.tail - nf->tx_cons > nf->tx_mask)) {
+	ret = mgr_nfring_dequeue(nf->tx, nf->tx_mask, &nf->tx_cons, (void **)pkts, SQ_NF_BURST_MAX);
+	if (unlikely(ret < 0)) {
 		mgr_region_ring_broken(mgr, nf);
 		return 0;
 	}
-	n = rte_ring_sc_dequeue_burst(nf->tx, (void **)pkts, SQ_NF_BURST_MAX, NULL);
+	n = (unsigned int)ret;
 	if (n == 0)
 		return 0;
-	nf->tx_cons += n;
 	mgr->tx_now_tsc = rte_rdtsc();
 	got = take_back(mgr, nf, pkts, n, &taken);
 	nf->deq_pkts += taken;

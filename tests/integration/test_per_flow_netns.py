@@ -78,7 +78,10 @@ def run_ab(mgr: Manager, url: str, requests: int) -> None:
          "-n", str(requests), "-c", str(CONCURRENCY), url],
         capture_output=True, text=True, check=False, timeout=300,
     )  # fmt: skip
-    assert ab.returncode == 0, f"ab failed: {ab.stdout}{ab.stderr}\n{mgr.snapshot()}"
+    assert ab.returncode == 0, (
+        f"ab failed: {ab.stdout}{ab.stderr}\n{mgr.snapshot()}\n"
+        f"flows: {mgr.query('/squall/flows')}\npools: {mgr.query('/squall/pools')}"
+    )
     complete = int(re.search(r"Complete requests:\s+(\d+)", ab.stdout).group(1))  # type: ignore[union-attr]
     failed = int(re.search(r"Failed requests:\s+(\d+)", ab.stdout).group(1))  # type: ignore[union-attr]
     assert complete == requests and failed == 0, ab.stdout

@@ -141,14 +141,20 @@ TRUST_CASES = [
     ("core_group", "core_group", True),
     ("service", "service", True),
     ("mgr_state", "mgr_state", True),
-    ("rx_ring", "ring", True),
+    # its rx ring's positions past each other: killed, as for tx (mgr/nfring.h)
+    ("rx_ring", "ring", False),
     ("tx_ring", "ring", False),  # killed: its packets are counted nf_died
+    # its rx ring's producer tail moved: rewritten from the manager's own
+    # position (a multi-producer enqueue would have waited for it forever);
+    # the NF's own dequeue may read the lie first and break its ring (None:
+    # its packets out or counted, either way)
+    ("rx_tail", "ring", None),
 ]
 
 
 @pytest.mark.parametrize(("what", "key", "bad_flows"), TRUST_CASES, ids=[c[0] for c in TRUST_CASES])
 def test_a_hostile_nf_costs_the_manager_nothing(
-    mgr: Manager, tmp_path: Path, what: str, key: str, bad_flows: bool
+    mgr: Manager, tmp_path: Path, what: str, key: str, bad_flows: bool | None
 ) -> None:
     frames = pcaps.good_frames(2 * N_PKTS, [pcaps.mac(1), pcaps.mac(2)])
     n_bad = sum(1 for f in frames if f[:6] == bytes.fromhex("020000000001"))
@@ -193,8 +199,9 @@ def test_a_hostile_nf_costs_the_manager_nothing(
     ex = mgr.finish()  # exit 0, every mbuf home
     st = ex["stats"]
     assert ex["chains"]["goodc"]["tx_pkts"] == n_good
-    assert ex["chains"]["badc"]["tx_pkts"] == want_bad, st
-    if not bad_flows:
+    if bad_flows is not None:
+        assert ex["chains"]["badc"]["tx_pkts"] == want_bad, st
+    if bad_flows is False:
         assert st["drops"]["nf_died"] == n_bad, st
     assert st["region_corrupt"][key] >= 1, st
     # Names come from the manager's config, never from the NF's control block.

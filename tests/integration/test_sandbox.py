@@ -165,3 +165,15 @@ def test_real_nfs_run_unchanged_in_the_sandbox(mgr: Manager, tmp_path: Path) -> 
     assert all(alive(nf) and nf["restarts"] == 0 for nf in nfs.values()), nfs
     mgr.finish()
     assert pcaps.read_pcap(tmp_path / "out.pcap") == frames
+
+
+def test_the_mbuf_pool_s_own_state_is_out_of_reach(mgr: Manager, tmp_path: Path) -> None:
+    """Issue 20: the mempool's header, caches and free ring are in the manager's
+    own memory, only the mbufs in the region. An NF (no sandbox needed) that
+    follows a packet's pool pointer to scribble over the free ring finds
+    nothing mapped there and dies; the manager allocates on, correctly."""
+    good = start(mgr, tmp_path, "pool")
+    assert outcome(mgr, "pool") == "outside the region"
+    mgr.wait_for(lambda: not alive(mgr.nfs()["bad#0"]), 30, "the NF gone")
+    assert mgr.nfs()["bad#0"]["exit_reason"].startswith(f"signal {int(signal.SIGSEGV)}")
+    finish_clean(mgr, tmp_path, good)

@@ -2,7 +2,7 @@
  * squall-nf-badregion, for tests only: a hostile NF. It rewrites one piece
  * of shared state the manager used to trust, then forwards packets as usual:
  *
- *   squall-nf-badregion --corrupt tx_ready_off|core_group|service|mgr_state|rx_ring|tx_ring
+ *   squall-nf-badregion --corrupt tx_ready_off|core_group|service|mgr_state|rx_ring|tx_ring|rx_tail
  *
  * tx_ready_off  the header's offset of the tx-ready bitmap, to 1 TiB away
  * core_group    its ctl's core group, to 2^31 - 1
@@ -12,6 +12,8 @@
  *               trusting them writes 2 GiB past the ring
  * tx_ring       at its first burst, its tx ring's producer position, 2^28
  *               entries ahead of the manager's consumer position
+ * rx_tail       at its first burst, its rx ring's producer tail, one behind
+ *               the head: a multi-producer enqueue would wait for it forever
  *
  * Each is done once, at the NF's first burst (every NF is up by then), but
  * rx_ring: before the NF runs its loop, while its rx ring is still empty.
@@ -35,11 +37,12 @@ enum corruption {
 	C_MGR_STATE,
 	C_RX_RING,
 	C_TX_RING,
+	C_RX_TAIL,
 	C_MAX
 };
 
-static const char *const names[C_MAX] = {"tx_ready_off", "core_group", "service",
-					 "mgr_state",    "rx_ring",    "tx_ring"};
+static const char *const names[C_MAX] = {"tx_ready_off", "core_group", "service", "mgr_state",
+					 "rx_ring",      "tx_ring",    "rx_tail"};
 
 struct bad {
 	enum corruption what;
@@ -76,6 +79,11 @@ corrupt_now(struct bad *b)
 		r = ring_at(b->nf, ctl->tx_ring_off);
 		r->prod.head = r->prod.tail = r->prod.tail + 0x10000000u;
 		break;
+	case C_RX_TAIL:
+		r = ring_at(b->nf, ctl->rx_ring_off);
+		r->prod.tail = r->prod.head - 1;
+		break;
+
 	default: break;
 	}
 	b->done = true;

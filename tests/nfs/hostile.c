@@ -5,11 +5,12 @@
  * "squall-nf-hostile: TRY: succeeded" or "...: TRY: failed: ERROR"; a try
  * the sandbox's filter forbids ends the process (SIGSYS) instead.
  *
- *   squall-nf-hostile --try socket|fork|ptrace|kill|setuid|mount|alloc
+ *   squall-nf-hostile --try socket|fork|ptrace|kill|setuid|mount|alloc|pool
  *
  * ptrace and kill aim at another NF: the first squall-nf-fwd process found
  * in /proc. alloc takes private memory 16 MiB at a time, touched, up to
- * 16 GiB.
+ * 16 GiB. pool follows a packet's pool pointer to the manager's mempool and
+ * scribbles over its free ring, saying first whether it is in the region.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -23,6 +24,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <rte_mempool.h>
+#include <rte_ring.h>
+
+#include <squall/region.h>
 #include <squall/squall.h>
 
 #include "../../nfs/nf_opt.h"
@@ -86,8 +91,26 @@ alloc_unbounded(void)
 		n * (ALLOC_STEP >> 20));
 }
 
+/* The manager's free ring: were it in the region, the manager's next
+ * allocations would hand out mbufs twice or read past the ring. */
 static void
-try_once(void)
+scribble_pool(struct sq_nf *nf, struct rte_mbuf *m)
+{
+	const struct sq_region_hdr *hdr = sq_nf_region(nf);
+	struct rte_mempool *mp = m->pool;
+	struct rte_ring *r;
+
+	fprintf(stderr, NF_NAME ": pool: %s the region\n",
+		(uintptr_t)mp - hdr->base_addr < hdr->len_bytes ? "in" : "outside");
+	fflush(stderr);
+	r = mp->pool_data; /* (outside the region: not mapped here, SIGSEGV) */
+	r->cons.head += 1000;
+	r->cons.tail += 1000;
+	r->prod.head -= 7;
+}
+
+static void
+try_once(struct sq_nf *nf, struct rte_mbuf *m)
 {
 	pid_t pid;
 
@@ -114,18 +137,17 @@ try_once(void)
 		say(mount("none", "/mnt", "tmpfs", 0, NULL) == 0);
 	} else if (strcmp(what, "alloc") == 0) {
 		alloc_unbounded();
+	} else if (strcmp(what, "pool") == 0) {
+		scribble_pool(nf, m);
 	}
 }
 
 static void
 burst(struct rte_mbuf **pkts, uint16_t n, void *arg)
 {
-	(void)pkts;
-	(void)n;
-	(void)arg;
-	if (!tried) {
+	if (!tried && n > 0) {
 		tried = true;
-		try_once();
+		try_once(arg, pkts[0]);
 	}
 }
 
@@ -149,12 +171,13 @@ main(int argc, char **argv)
 		}
 	}
 	if (what == NULL) {
-		fprintf(stderr, NF_NAME ": --try socket|fork|ptrace|kill|setuid|mount|alloc\n");
+		fprintf(stderr,
+			NF_NAME ": --try socket|fork|ptrace|kill|setuid|mount|alloc|pool\n");
 		return NF_EXIT_USAGE;
 	}
 	ret = nf_opt_attach(argc, argv, &nf);
 	if (ret != 0)
 		return ret;
-	sq_nf_set_burst_handler(nf, burst, NULL);
+	sq_nf_set_burst_handler(nf, burst, nf);
 	return sq_nf_run(nf) < 0 ? NF_EXIT_FAIL : NF_EXIT_OK;
 }
