@@ -156,6 +156,13 @@ struct director {
 	 * by the control thread (mgr_director_prepare), taken at the switch. */
 	struct pool *staged[SQ_MAX_SERVICES];
 	bool any_end_beyond; /* some pool's end_beyond */
+	/* NFs woken and not yet seen running (from mgr->woken_q), unordered,
+	 * and how many per core group: an upper bound of the NFs' shared count
+	 * that an NF cannot raise (backlog_full). */
+	uint32_t *woken;
+	uint32_t n_woken;
+	bool *woken_listed; /* per NF */
+	uint32_t woken_pending[SQ_CORE_GROUPS];
 };
 
 /* ---- pools ---- */
@@ -326,8 +333,15 @@ mgr_director_init(struct mgr *mgr)
 	d->cleaning = calloc(mgr->region->max_nfs, sizeof(*d->cleaning));
 	d->handoffs = calloc(mgr->region->max_nfs, sizeof(*d->handoffs));
 	d->spawning = calloc(mgr->region->max_nfs, sizeof(*d->spawning));
+	d->woken = calloc(mgr->region->max_nfs, sizeof(*d->woken));
+	d->woken_listed = calloc(mgr->region->max_nfs, sizeof(*d->woken_listed));
+	/* (a wake is listed before the next round's look: room for each NF
+	 * woken twice over is more than it needs) */
+	mgr->woken_q = rte_ring_create("sq_woken", rte_align32pow2(2 * mgr->region->max_nfs + 1),
+				       (int)rte_socket_id(), RING_F_SC_DEQ);
 	if (d->table == NULL || d->flows == NULL || d->rr_next == NULL || d->cleaning == NULL ||
-	    d->handoffs == NULL || d->spawning == NULL)
+	    d->handoffs == NULL || d->spawning == NULL || d->woken == NULL ||
+	    d->woken_listed == NULL || mgr->woken_q == NULL)
 		return -ENOMEM;
 	ret = pools_init(mgr, d);
 	if (ret < 0)
@@ -365,6 +379,10 @@ mgr_director_free(struct mgr *mgr)
 	free(d->spawning);
 	free(d->closing);
 	free(d->draining);
+	free(d->woken);
+	free(d->woken_listed);
+	rte_ring_free(mgr->woken_q);
+	mgr->woken_q = NULL;
 	free(d);
 	mgr->dir = NULL;
 }
@@ -426,14 +444,65 @@ flow_key_of(const struct rte_mbuf *pkt, uint16_t chain, struct flow_key *k, uint
  * the backlog never drains (measured: 1,500 NFs in flight at 90k flows/s,
  * where 200 cycling ones carry 130k). The held-back flow takes the pool's
  * fallback: dropped as pool_empty, or queued until the backlog drains. */
+static void take_woken(struct mgr *mgr, struct director *d);
+
+/* The count is the NFs' own (each lowers it when it runs: exact at once),
+ * bounded by the manager's (NFs it woke and has not yet seen run, updated
+ * every period): a count an NF rewrote in the region holds back at most
+ * what the manager knows to be waiting. */
 static bool
-backlog_full(const struct mgr *mgr, uint16_t service)
+backlog_full(struct mgr *mgr, uint16_t service)
 {
 	uint32_t max = mgr->cfg->services[service].pool_backlog_max;
 	const struct mgr_nf *nf = &mgr->nfs[mgr->services[service].first_nf];
+	int32_t shared;
 
-	return max != 0 && atomic_load_explicit(&mgr->region->woken[nf->core_group].n,
-						memory_order_relaxed) >= (int32_t)max;
+	if (max == 0)
+		return false;
+	take_woken(mgr, mgr->dir);
+	shared = atomic_load_explicit(&mgr->region->woken[nf->core_group].n, memory_order_relaxed);
+	return RTE_MIN((uint32_t)RTE_MAX(shared, 0), mgr->dir->woken_pending[nf->core_group]) >=
+	       max;
+}
+
+/* NFs the wakeup role woke since the last look: listed once each. */
+static void
+take_woken(struct mgr *mgr, struct director *d)
+{
+	void *ids[64];
+	unsigned int n;
+
+	while ((n = rte_ring_sc_dequeue_burst(mgr->woken_q, ids, RTE_DIM(ids), NULL)) > 0) {
+		for (unsigned int i = 0; i < n; i++) {
+			uint32_t id = (uint32_t)(uintptr_t)ids[i];
+
+			if (id >= mgr->n_nfs || d->woken_listed[id])
+				continue;
+			d->woken_listed[id] = true;
+			d->woken[d->n_woken++] = id;
+			d->woken_pending[mgr->nfs[id].core_group]++;
+		}
+	}
+}
+
+/* Every period: the listed NFs that have run since (or died) leave the
+ * list. An NF that never leaves WAKING keeps only itself counted. */
+static void
+sweep_woken(struct mgr *mgr, struct director *d)
+{
+	take_woken(mgr, d);
+	for (uint32_t i = 0; i < d->n_woken;) {
+		const struct mgr_nf *nf = &mgr->nfs[d->woken[i]];
+
+		if (atomic_load_explicit(&nf->ctl->state, memory_order_relaxed) == SQ_NF_WAKING &&
+		    atomic_load_explicit(&nf->live, memory_order_relaxed)) {
+			i++;
+			continue;
+		}
+		d->woken_listed[d->woken[i]] = false;
+		d->woken_pending[nf->core_group]--;
+		d->woken[i] = d->woken[--d->n_woken];
+	}
 }
 
 /* The first live instance of @service from @from on (started ones only, in
@@ -1304,6 +1373,7 @@ mgr_director_poll(struct mgr *mgr)
 	if (now < d->next_poll_tsc)
 		return 0;
 	d->next_poll_tsc = now + d->period_tsc;
+	sweep_woken(mgr, d);
 	expire_flows(mgr, d, now);
 	collect_cleaned(mgr, d);
 	trim_pools(mgr, d);

@@ -253,6 +253,10 @@ struct mgr {
 	uint64_t *tx_more;       /* ours: NFs whose last drain took a whole burst */
 	size_t n_tx_ready_words;
 	struct rte_ring *activations;
+	/* wakeup -> director: ids of NFs just woken (the director's own count
+	 * of NFs woken and not yet running, which the NFs' shared one, in the
+	 * region, cannot raise: director.c backlog_full) */
+	struct rte_ring *woken_q;
 	struct director *dir; /* flow table and idle pools */
 	_Atomic uint64_t tx_rounds;
 	struct gen *gens; /* the generators of the config, if any */

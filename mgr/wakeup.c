@@ -156,6 +156,10 @@ wake(struct mgr *mgr, struct mgr_nf *nf, enum wake_reason why)
 		if (why == WAKE_TIMEOUT)
 			atomic_fetch_add_explicit(&cw->timeout_wakes, 1, memory_order_relaxed);
 	}
+	/* (the manager's own record first: the shared count, which the NF
+	 * lowers when it runs, never exceeds it) */
+	if (mgr->woken_q != NULL)
+		rte_ring_mp_enqueue(mgr->woken_q, (void *)(uintptr_t)nf->id);
 	atomic_fetch_add_explicit(&mgr->region->woken[nf->core_group].n, 1, memory_order_relaxed);
 	futex_wake_one(&nf->ctl->state);
 	return true;

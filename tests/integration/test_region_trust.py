@@ -206,3 +206,27 @@ def test_a_hostile_nf_costs_the_manager_nothing(
     assert st["region_corrupt"][key] >= 1, st
     # Names come from the manager's config, never from the NF's control block.
     assert {nf["service"] for nf in ex["nfs"].values()} == {"bad", "good"}
+
+
+def test_a_forged_woken_count_holds_back_no_flow(mgr: Manager) -> None:
+    """The header's count of a core's NFs woken and not yet running gates new
+    per-flow flows (pool_backlog_max). An NF that sets it to 2^30 at its first
+    burst must not hold back the flows after it: the manager bounds the count
+    by its own record of the NFs it woke (mgr/director.c backlog_full)."""
+    from test_per_flow import gen_per_flow_config, wait_flows_gone
+
+    cfg = gen_per_flow_config(mgr, instances=4, pool_backlog_max=1)
+    svc = cfg["services"][0]
+    svc.update(exec=str(BADREGION), args=["--corrupt", "woken"], restart="never")
+    mgr.start(cfg)
+    mgr.query("/squall/gen_rate,1000")
+    sent = mgr.gen_send(40)  # connections of 4 packets, one after the other
+    mgr.wait_accounted(sent)
+    flows = wait_flows_gone(mgr, mgr.query("/squall/flows")["flows_created"])
+    # The connections got their NFs: at most a couple held back while a woken
+    # NF really waited to run (with the forged count: all but the first).
+    conns = sent // 4
+    pool = mgr.query("/squall/pools")["s"]
+    assert flows["flows_created"] >= conns - 2, (flows, pool)
+    assert pool["backlogged"] <= 2, pool
+    mgr.finish()

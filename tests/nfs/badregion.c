@@ -2,7 +2,7 @@
  * squall-nf-badregion, for tests only: a hostile NF. It rewrites one piece
  * of shared state the manager used to trust, then forwards packets as usual:
  *
- *   squall-nf-badregion --corrupt tx_ready_off|core_group|service|mgr_state|rx_ring|tx_ring|rx_tail
+ *   squall-nf-badregion --corrupt tx_ready_off|core_group|service|mgr_state|rx_ring|tx_ring|rx_tail|woken
  *
  * tx_ready_off  the header's offset of the tx-ready bitmap, to 1 TiB away
  * core_group    its ctl's core group, to 2^31 - 1
@@ -14,6 +14,9 @@
  *               entries ahead of the manager's consumer position
  * rx_tail       at its first burst, its rx ring's producer tail, one behind
  *               the head: a multi-producer enqueue would wait for it forever
+ * woken         at its first burst, the header's count of its core's NFs
+ *               woken and not yet running, to 2^30 (pool_backlog_max holds
+ *               new flows back while it is high)
  *
  * Each is done once, at the NF's first burst (every NF is up by then), but
  * rx_ring: before the NF runs its loop, while its rx ring is still empty.
@@ -38,11 +41,12 @@ enum corruption {
 	C_RX_RING,
 	C_TX_RING,
 	C_RX_TAIL,
+	C_WOKEN,
 	C_MAX
 };
 
 static const char *const names[C_MAX] = {"tx_ready_off", "core_group", "service", "mgr_state",
-					 "rx_ring",      "tx_ring",    "rx_tail"};
+					 "rx_ring",      "tx_ring",    "rx_tail", "woken"};
 
 struct bad {
 	enum corruption what;
@@ -83,6 +87,7 @@ corrupt_now(struct bad *b)
 		r = ring_at(b->nf, ctl->rx_ring_off);
 		r->prod.tail = r->prod.head - 1;
 		break;
+	case C_WOKEN: atomic_store(&hdr->woken[ctl->core_group % SQ_CORE_GROUPS].n, 1 << 30); break;
 
 	default: break;
 	}
