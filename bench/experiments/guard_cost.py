@@ -11,10 +11,8 @@ from typing import Any
 
 from squall.bench import config, mixes
 from squall.bench.experiment import Context, Experiment, Figure, Series, rounded, spread
-from squall.bench.method import Method
+from squall.bench.method import Method, Point, measure_rep
 from squall.bench.paths import BUILD, ROOT
-from squall.bench.search import NDR, PDR, RateSearch
-from squall.bench.trial import gen_trial
 
 NO_CHECKS_DIR = ROOT / "build-nochecks"
 GUARD_MICRO = BUILD / "bench" / "guard_micro"
@@ -60,7 +58,7 @@ def run(ctx: Context) -> None:
     nf = ctx.param("nf", "fwd")
     builds = {"checks": BUILD / "mgr" / "squall-mgr", "no_checks": no_checks_build(ctx)}
     method = Method.from_ctx(ctx, with_latency=False)
-    pdr: dict[str, list[float]] = {b: [] for b in builds}
+    points = {b: Point(b) for b in builds}
     gives: list[float] = []
     takes: list[float] = []
     # Interleaved per repetition: a slow stretch of the shared machine hits
@@ -72,33 +70,18 @@ def run(ctx: Context) -> None:
         ctx.sample("guard_micro", rep=rep, give_ns=give, take_ns=take)
         ctx.log(f"guard_micro rep {rep}: give {give:.2f} ns, take {take:.2f} ns per packet")
         for build, mgr_bin in builds.items():
-            with ctx.manager(
-                make_cfg(ctx.manager_name(), mix, flows, nf), label=build, mgr_bin=mgr_bin
-            ) as m:
-                res = RateSearch(
-                    lambda rate, dur, m=m: gen_trial(m, rate, dur, "out"),
-                    method.phases,
-                    min_rate_pps=method.min_rate_pps,
-                    max_rate_pps=method.max_rate_pps,
-                ).run()
-                m.set_rate(0)
-                m.wait_idle()
-                corrupt = m.query("/squall/stats")["region_corrupt"]
-            pdr[build].append(res.pdr_pps)
-            ctx.sample(
-                "rate_search",
+            measure_rep(
+                ctx,
+                points[build],
+                rep,
+                lambda name: make_cfg(name, mix, flows, nf),
+                ["c"],
+                method,
+                mgr_bin=mgr_bin,
                 build=build,
-                rep=rep,
-                ndr_pps=round(res.rates_pps[NDR]),
-                pdr_pps=round(res.rates_pps[PDR]),
-                mrr_pps=round(res.mrr_pps),
-                trials=[t.to_dict() for t in res.trials],
-                region_corrupt=corrupt,
-                exit_code=m.returncode,
             )
-            ctx.log(f"{build} rep {rep}: PDR {res.pdr_pps / 1e6:.3f} Mpps")
 
-    med = {b: spread(v)["median"] for b, v in pdr.items()}
+    med = {b: pt.mpps("pdr")["median"] * 1e6 for b, pt in points.items()}
     for b in builds:
         ctx.summary[f"mpps_pdr_{b}_{mix.name}"] = rounded(med[b] / 1e6)
     ok = med["no_checks"] > 0
@@ -114,7 +97,7 @@ def run(ctx: Context) -> None:
         ctx.summary["guard_share_of_pkt_time"] = rounded(
             ctx.summary["guard_ns_per_pkt"] / (1e9 / med["checks"])
         )
-    sp = [spread(v / 1e6 for v in pdr[b]) for b in builds]
+    sp = [points[b].mpps("pdr") for b in builds]
     ctx.figure(
         Figure(
             "pdr",

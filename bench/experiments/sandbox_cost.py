@@ -10,10 +10,8 @@ from typing import Any
 
 from squall.bench import config, mixes
 from squall.bench.experiment import Context, Experiment, Figure, Series, rounded, spread
-from squall.bench.method import Method
+from squall.bench.method import Method, Point, measure_rep
 from squall.bench.paths import BUILD
-from squall.bench.search import NDR, PDR, RateSearch
-from squall.bench.trial import gen_trial
 
 SANDBOX_MICRO = BUILD / "bench" / "sandbox_micro"
 CASES = ("none", "strict")
@@ -52,8 +50,7 @@ def run(ctx: Context) -> None:
     flows = ctx.param("flows", 1024)
     nf = ctx.param("nf", "fwd")
     method = Method.from_ctx(ctx, with_latency=False)
-    pdr: dict[str, list[float]] = {c: [] for c in CASES}
-    mrr: dict[str, list[float]] = {c: [] for c in CASES}
+    points = {c: Point(c) for c in CASES}
     micros: list[dict[str, float]] = []
     # Interleaved per repetition: a slow stretch of the shared machine hits
     # both cases alike.
@@ -66,39 +63,24 @@ def run(ctx: Context) -> None:
             f"{m_ns['futex_on']:.1f} ns, getppid {m_ns['getppid_off']:.1f} -> "
             f"{m_ns['getppid_on']:.1f} ns"
         )
-        for case in CASES:
-            with ctx.manager(make_cfg(ctx.manager_name(), mix, flows, nf, case), label=case) as m:
-                res = RateSearch(
-                    lambda rate, dur, m=m: gen_trial(m, rate, dur, "out"),
-                    method.phases,
-                    min_rate_pps=method.min_rate_pps,
-                    max_rate_pps=method.max_rate_pps,
-                ).run()
-                m.set_rate(0)
-                m.wait_idle()
-                nfs = m.query("/squall/nfs")
-            pdr[case].append(res.pdr_pps)
-            mrr[case].append(res.mrr_pps)
-            ctx.sample(
-                "rate_search",
+        for case, pt in points.items():
+            measure_rep(
+                ctx,
+                pt,
+                rep,
+                lambda name, case=case: make_cfg(name, mix, flows, nf, case),
+                ["c"],
+                method,
                 sandbox=case,
-                rep=rep,
-                ndr_pps=round(res.rates_pps[NDR]),
-                pdr_pps=round(res.rates_pps[PDR]),
-                mrr_pps=round(res.mrr_pps),
-                trials=[t.to_dict() for t in res.trials],
-                nfs=nfs,
-                exit_code=m.returncode,
             )
-            ctx.log(f"{case} rep {rep}: PDR {res.pdr_pps / 1e6:.3f} Mpps")
 
-    med = {c: spread(v)["median"] for c, v in pdr.items()}
+    med = {c: pt.mpps("pdr")["median"] for c, pt in points.items()}
     for c in CASES:
-        ctx.summary[f"mpps_pdr_sandbox_{c}_{mix.name}"] = rounded(med[c] / 1e6)
+        ctx.summary[f"mpps_pdr_sandbox_{c}_{mix.name}"] = rounded(med[c])
     ctx.summary["ratio_pdr_strict_vs_none"] = (
         rounded(med["strict"] / med["none"]) if med["none"] > 0 else float("nan")
     )
-    mrr_med = {c: spread(v)["median"] for c, v in mrr.items()}
+    mrr_med = {c: pt.mpps("mrr")["median"] for c, pt in points.items()}
     ctx.summary["ratio_mrr_strict_vs_none"] = (
         rounded(mrr_med["strict"] / mrr_med["none"]) if mrr_med["none"] > 0 else float("nan")
     )
@@ -106,7 +88,7 @@ def run(ctx: Context) -> None:
         ctx.summary[f"sandbox_filter_ns_per_{call}"] = rounded(
             spread(m[f"{call}_on"] - m[f"{call}_off"] for m in micros)["median"]
         )
-    sp = [spread(v / 1e6 for v in pdr[c]) for c in CASES]
+    sp = [points[c].mpps("pdr") for c in CASES]
     ctx.figure(
         Figure(
             "pdr",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from squall.bench.experiment import Context, spread
@@ -70,43 +71,61 @@ def measure_point(
     times, each with a fresh manager on make_cfg(name)."""
     pt = Point(label)
     for rep in range(ctx.reps):
-        with ctx.manager(make_cfg(ctx.manager_name()), label=label) as m:
-            search = RateSearch(
-                lambda rate, dur: gen_trial(m, rate, dur, out_port),
-                method.phases,
-                min_rate_pps=method.min_rate_pps,
-                max_rate_pps=method.max_rate_pps,
-            )
-            res = search.run()
-            lats = []
-            for frac in method.lat_fracs:
-                if res.pdr_pps <= 0:
-                    break
-                lat = latency_at(m, chains, frac * res.pdr_pps, method.lat_duration_s, out_port)
-                lats.append((frac, lat))
-                pt.latency.setdefault(frac, []).append(lat)
-            m.set_rate(0)
-            m.wait_idle()
-        pt.ndr_pps.append(res.ndr_pps)
-        pt.pdr_pps.append(res.pdr_pps)
-        pt.mrr_pps.append(res.mrr_pps)
-        ctx.sample(
-            "rate_search",
-            point=label,
-            rep=rep,
-            **info,
-            ndr_pps=round(res.rates_pps[NDR]),
-            pdr_pps=round(res.rates_pps[PDR]),
-            mrr_pps=round(res.mrr_pps),
-            out_of_trials=res.out_of_trials,
-            trials=[t.to_dict() for t in res.trials],
-            latency=[{"frac_of_pdr": f, **lat.to_dict()} for f, lat in lats],
-            exit_code=m.returncode,
-        )
-        lat50 = next((lat for f, lat in lats if f == 0.5), None)
-        ctx.log(
-            f"{label} rep {rep}: NDR {res.ndr_pps / 1e6:.3f} PDR {res.pdr_pps / 1e6:.3f} "
-            f"MRR {res.mrr_pps / 1e6:.3f} Mpps ({len(res.trials)} trials)"
-            + (f", p50 {lat50.p50_ns / 1e3:.1f} us at 50% PDR" if lat50 else "")
-        )
+        measure_rep(ctx, pt, rep, make_cfg, chains, method, out_port, **info)
     return pt
+
+
+def measure_rep(
+    ctx: Context,
+    pt: Point,
+    rep: int,
+    make_cfg: Callable[[str], dict[str, Any]],
+    chains: Sequence[str],
+    method: Method,
+    out_port: str = "out",
+    mgr_bin: Path | None = None,
+    **info: Any,
+) -> None:
+    """One repetition of measure_point into pt, with a fresh manager (of
+    mgr_bin, another build's, if given): for experiments that interleave
+    their cases per repetition, so a slow stretch of the machine hits all."""
+    label = pt.label
+    with ctx.manager(make_cfg(ctx.manager_name()), label=label, mgr_bin=mgr_bin) as m:
+        search = RateSearch(
+            lambda rate, dur: gen_trial(m, rate, dur, out_port),
+            method.phases,
+            min_rate_pps=method.min_rate_pps,
+            max_rate_pps=method.max_rate_pps,
+        )
+        res = search.run()
+        lats = []
+        for frac in method.lat_fracs:
+            if res.pdr_pps <= 0:
+                break
+            lat = latency_at(m, chains, frac * res.pdr_pps, method.lat_duration_s, out_port)
+            lats.append((frac, lat))
+            pt.latency.setdefault(frac, []).append(lat)
+        m.set_rate(0)
+        m.wait_idle()
+    pt.ndr_pps.append(res.ndr_pps)
+    pt.pdr_pps.append(res.pdr_pps)
+    pt.mrr_pps.append(res.mrr_pps)
+    ctx.sample(
+        "rate_search",
+        point=label,
+        rep=rep,
+        **info,
+        ndr_pps=round(res.rates_pps[NDR]),
+        pdr_pps=round(res.rates_pps[PDR]),
+        mrr_pps=round(res.mrr_pps),
+        out_of_trials=res.out_of_trials,
+        trials=[t.to_dict() for t in res.trials],
+        latency=[{"frac_of_pdr": f, **lat.to_dict()} for f, lat in lats],
+        exit_code=m.returncode,
+    )
+    lat50 = next((lat for f, lat in lats if f == 0.5), None)
+    ctx.log(
+        f"{label} rep {rep}: NDR {res.ndr_pps / 1e6:.3f} PDR {res.pdr_pps / 1e6:.3f} "
+        f"MRR {res.mrr_pps / 1e6:.3f} Mpps ({len(res.trials)} trials)"
+        + (f", p50 {lat50.p50_ns / 1e3:.1f} us at 50% PDR" if lat50 else "")
+    )
