@@ -817,14 +817,6 @@ writer_main(void *arg)
 /* ------------------------------------------------------------------ telemetry */
 
 static int
-tel_error(struct rte_tel_data *d, const char *msg)
-{
-	rte_tel_data_start_dict(d);
-	rte_tel_data_add_dict_string(d, "error", msg);
-	return 0;
-}
-
-static int
 port_index(const char *s)
 {
 	char *end;
@@ -1052,14 +1044,14 @@ capture_start(const char *params, struct rte_tel_data *d)
 	int slot = -1;
 
 	if (params == NULL || snprintf(buf, sizeof(buf), "%s", params) >= (int)sizeof(buf))
-		return tel_error(d, "expected /squall/capture_start,point=...,path=/ABS[,...]");
+		return mgr_tel_error(d, "expected /squall/capture_start,point=...,path=/ABS[,...]");
 	why = parse_start(buf, &a);
 	if (why != NULL)
-		return tel_error(d, why);
+		return mgr_tel_error(d, why);
 	if (a.path == NULL || a.path[0] != '/')
-		return tel_error(d, "path= is required, absolute (a FIFO or a file)");
+		return mgr_tel_error(d, "path= is required, absolute (a FIFO or a file)");
 	if (cap_mgr == NULL || atomic_load(&cap_roles_stopped))
-		return tel_error(d, "the manager is not running");
+		return mgr_tel_error(d, "the manager is not running");
 
 	pthread_mutex_lock(&cap_lock);
 	/* A slot that is free, else the oldest finished one. */
@@ -1075,7 +1067,7 @@ capture_start(const char *params, struct rte_tel_data *d)
 			slot = i;
 	if (slot < 0) {
 		pthread_mutex_unlock(&cap_lock);
-		return tel_error(d, "too many captures running (16)");
+		return mgr_tel_error(d, "too many captures running (16)");
 	}
 	c = &caps[slot];
 	/* Reserve the slot; the roles never look at a slot that is not live. */
@@ -1132,7 +1124,7 @@ capture_start(const char *params, struct rte_tel_data *d)
 		free(c->buf);
 		c->buf = NULL;
 		atomic_store(&c->state, CAP_FREE);
-		return tel_error(d, why);
+		return mgr_tel_error(d, why);
 	}
 	c->id = cap_next_id++;
 	c->start_ns = realtime_ns();
@@ -1145,7 +1137,7 @@ capture_start(const char *params, struct rte_tel_data *d)
 		free(c->buf);
 		c->buf = NULL;
 		atomic_store(&c->state, CAP_FREE);
-		return tel_error(d, "cannot start the writer thread");
+		return mgr_tel_error(d, "cannot start the writer thread");
 	}
 	pthread_detach(tid);
 	pthread_mutex_lock(&cap_lock);
@@ -1196,7 +1188,7 @@ cmd_capture_stop(const char *cmd, const char *params, struct rte_tel_data *d)
 
 	(void)cmd;
 	if (c == NULL)
-		return tel_error(d, "expected /squall/capture_stop,ID of a capture");
+		return mgr_tel_error(d, "expected /squall/capture_stop,ID of a capture");
 	atomic_store(&c->stop_req, true);
 	rte_tel_data_start_dict(d);
 	rte_tel_data_add_dict_u64(d, "id", c->id);

@@ -843,6 +843,84 @@ parse_wake(struct ctx *c, const yaml_node_t *node, const char *base, struct sq_c
 }
 
 enum {
+	SCALE_MIN,
+	SCALE_MAX,
+	SCALE_HIGH,
+	SCALE_LOW,
+	SCALE_INTERVAL,
+	SCALE_HOLD,
+	SCALE_QUEUE,
+	SCALE_N_KEYS
+};
+static const char *const scale_keys[SCALE_N_KEYS] = {
+	"min", "max", "high_wm", "low_wm", "interval_ms", "hold_intervals", "queue_high_pkts",
+};
+
+/* scale: {min, max, high_wm, low_wm, interval_ms, hold_intervals,
+ * queue_high_pkts}; every key has a default that works untuned. The
+ * instance count starts at `instances` (default min) and reserves max. */
+static int
+parse_scale(struct ctx *c, const yaml_node_t *node, const char *base, struct sq_cfg_service *svc,
+	    bool has_instances, bool has_max_instances)
+{
+	struct sq_cfg_scale *sc = &svc->scale;
+	yaml_node_t *v[SCALE_N_KEYS];
+	char b[48];
+	int ret;
+
+	*sc = (struct sq_cfg_scale){
+		.min = 1,
+		.max = 4,
+		.high_wm_pct = 80,
+		.low_wm_pct = 30,
+		.interval_ms = 2,
+		.hold_intervals = 5,
+		.queue_high_pkts = svc->ring_slots / 2,
+	};
+	if (node == NULL)
+		return 0;
+	sc->enabled = true;
+	sc->line = node_line(node);
+	snprintf(b, sizeof(b), "%s.scale", base);
+	ret = map_get(c, node, b, scale_keys, SCALE_N_KEYS, 0, v);
+	if (ret == 0)
+		ret = get_u32(c, v[SCALE_MIN], b, "min", 1, 16384, &sc->min);
+	if (ret == 0 && v[SCALE_MAX] == NULL)
+		sc->max = RTE_MAX(sc->max, sc->min);
+	if (ret == 0)
+		ret = get_u32(c, v[SCALE_MAX], b, "max", sc->min, 16384, &sc->max);
+	if (ret == 0)
+		ret = get_u32(c, v[SCALE_HIGH], b, "high_wm", 1, 100, &sc->high_wm_pct);
+	if (ret == 0)
+		ret = get_u32(c, v[SCALE_LOW], b, "low_wm", 0, sc->high_wm_pct - 1,
+			      &sc->low_wm_pct);
+	if (ret == 0)
+		ret = get_u32(c, v[SCALE_INTERVAL], b, "interval_ms", 1, 60000, &sc->interval_ms);
+	if (ret == 0)
+		ret = get_u32(c, v[SCALE_HOLD], b, "hold_intervals", 1, 1000, &sc->hold_intervals);
+	if (ret == 0)
+		ret = get_u32(c, v[SCALE_QUEUE], b, "queue_high_pkts", 1, svc->ring_slots,
+			      &sc->queue_high_pkts);
+	if (ret != 0)
+		return ret;
+	if (svc->mode == SQ_NF_MODE_POLL)
+		return fail(c, node, base, "scale",
+			    "a poll-mode service cannot scale (a blocked instance would spin on "
+			    "its core); use mode: sleep");
+	if (!has_instances)
+		svc->instances = sc->min;
+	else if (svc->instances < sc->min || svc->instances > sc->max)
+		return fail(c, node, base, "instances",
+			    "%u is outside scale.min..scale.max (%u..%u)", svc->instances, sc->min,
+			    sc->max);
+	if (has_max_instances && svc->max_instances < sc->max)
+		return fail(c, node, b, "max", "%u is above max_instances %u", sc->max,
+			    svc->max_instances);
+	svc->max_instances = RTE_MAX(svc->max_instances, sc->max);
+	return 0;
+}
+
+enum {
 	SVC_NAME,
 	SVC_EXEC,
 	SVC_ARGS,
@@ -870,6 +948,7 @@ enum {
 	SVC_MAX_OUTSTANDING,
 	SVC_SANDBOX,
 	SVC_MEMORY_MB,
+	SVC_SCALE,
 	SVC_N_KEYS
 };
 static const char *const svc_keys[SVC_N_KEYS] = {
@@ -900,6 +979,7 @@ static const char *const svc_keys[SVC_N_KEYS] = {
 	"max_outstanding_pkts",
 	"sandbox",
 	"memory_mb",
+	"scale",
 };
 
 static int
@@ -1006,6 +1086,9 @@ parse_service(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_c
 	if (ret == 0)
 		ret = get_u32(c, v[SVC_MEMORY_MB], b, "memory_mb", 0, 1u << 20, &svc->memory_mb);
 	svc->spin_ns = (uint64_t)spin_us * 1000;
+	if (ret == 0)
+		ret = parse_scale(c, v[SVC_SCALE], b, svc, v[SVC_INSTANCES] != NULL,
+				  v[SVC_MAX_INSTANCES] != NULL);
 	return ret;
 }
 
@@ -1173,9 +1256,11 @@ get_sizes(struct ctx *c, const yaml_node_t *node, const char *base, struct sq_cf
 	return ret;
 }
 
-enum { GEN_PORT, GEN_RATE, GEN_SIZES, GEN_FLOWS, GEN_DST_MAC, GEN_TCP, GEN_N_KEYS };
+static const char *const tcp_start_words[] = {"together", "staggered"};
+
+enum { GEN_PORT, GEN_RATE, GEN_SIZES, GEN_FLOWS, GEN_DST_MAC, GEN_TCP, GEN_TCP_START, GEN_N_KEYS };
 static const char *const gen_keys[GEN_N_KEYS] = {
-	"port", "rate_pps", "sizes", "flows", "dst_mac", "tcp_flow_pkts",
+	"port", "rate_pps", "sizes", "flows", "dst_mac", "tcp_flow_pkts", "tcp_start",
 };
 
 static int
@@ -1204,6 +1289,13 @@ parse_gen(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_cfg_g
 
 		ret = get_u16(c, v[GEN_TCP], b, "tcp_flow_pkts", 3, 10000, &k);
 		gen->tcp_flow_pkts = k;
+	}
+	if (ret == 0 && v[GEN_TCP_START] != NULL) {
+		uint32_t w = 0;
+
+		ret = get_word(c, v[GEN_TCP_START], b, "tcp_start", tcp_start_words,
+			       RTE_DIM(tcp_start_words), &w);
+		gen->tcp_staggered = w == 1;
 	}
 	gen->port = (uint16_t)port;
 	gen->rate_pps = rate;
@@ -1283,6 +1375,37 @@ sq_config_max_nfs(const struct sq_config *cfg)
 	return (uint32_t)RTE_MIN(reserved + SQ_SPARE_NF_SLOTS, (uint64_t)1 << 20);
 }
 
+/* A scaled service's instances are shared by flows: a per-flow rule (an NF
+ * of a pool per flow) has nothing to scale. */
+static int
+check_scaled(struct ctx *c)
+{
+	const struct sq_config *cfg = c->cfg;
+
+	for (uint16_t s = 0; s < cfg->n_services; s++) {
+		const struct sq_cfg_service *svc = &cfg->services[s];
+
+		if (svc->scale.enabled && sq_config_service_pooled(cfg, s))
+			return fail_line(c, (size_t)svc->scale.line, "services", "scale",
+					 "service \"%s\" is per-flow (a pool of NFs, one per "
+					 "flow): it cannot also scale",
+					 svc->name);
+	}
+	return 0;
+}
+
+void
+sq_config_derive(struct sq_config *cfg)
+{
+	for (uint16_t i = 0; i < cfg->n_chains; i++) {
+		struct sq_cfg_chain *ch = &cfg->chains[i];
+
+		ch->pinned = false;
+		for (uint16_t h = 0; h < ch->n_hops; h++)
+			ch->pinned = ch->pinned || cfg->services[ch->services[h]].scale.enabled;
+	}
+}
+
 static int
 parse_root(struct ctx *c, const yaml_node_t *root)
 {
@@ -1307,6 +1430,10 @@ parse_root(struct ctx *c, const yaml_node_t *root)
 		ret = parse_rules(c, v[TOP_RULES]);
 	if (ret == 0)
 		ret = parse_generator(c, v[TOP_GENERATOR]);
+	if (ret == 0)
+		ret = check_scaled(c);
+	if (ret == 0)
+		sq_config_derive(c->cfg);
 	return ret;
 }
 

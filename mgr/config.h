@@ -48,6 +48,19 @@ struct sq_cfg_wake {
 	uint32_t t_lat_pkts; /* adaptive: below this many packets, wake at 1; default 36 */
 };
 
+/* Dynamic scaling (DESIGN §7, seed 003; mgr/scaler.c): the instances of a
+ * service that take new flows follow its load, between min and max. */
+struct sq_cfg_scale {
+	uint32_t min, max;        /* instances that take new flows; max <= max_instances */
+	uint32_t high_wm_pct;     /* an instance busier than this (% of its time) is overloaded */
+	uint32_t low_wm_pct;      /* the service below this on every instance: one fewer */
+	uint32_t interval_ms;     /* a look at the load this often; default 2 */
+	uint32_t hold_intervals;  /* looks in a row before acting (no flapping); default 5 */
+	uint32_t queue_high_pkts; /* an rx ring this full is overload too; default ring_slots/2 */
+	bool enabled;             /* the service has a scale: block */
+	int line;
+};
+
 struct sq_cfg_service {
 	char name[SQ_CFG_NAME_LEN];
 	char exec[SQ_CFG_PATH_LEN];     /* resolved absolute path of the NF binary */
@@ -77,6 +90,7 @@ struct sq_cfg_service {
 	uint32_t max_outstanding_pkts; /* packets an NF may hold at once; default 2 rings + 64 */
 	uint32_t sandbox;              /* enum sq_sandbox; default none */
 	uint32_t memory_mb; /* an NF's private memory (RLIMIT_DATA); 0: no limit (default) */
+	struct sq_cfg_scale scale;
 	/* Running config only: removed while a draining chain's flows still
 	 * use its NFs (mgr/control.c). */
 	bool draining;
@@ -104,6 +118,9 @@ struct sq_cfg_chain {
 	/* Running config only: removed or changed while per-flow flows were
 	 * in it; they finish on it, then it goes (mgr/control.c). */
 	bool draining;
+	/* Derived (sq_config_derive): a hop's service scales, so rss rules of
+	 * this chain pin each flow to its instances in the flow table. */
+	bool pinned;
 	int line;
 };
 
@@ -160,6 +177,10 @@ struct sq_cfg_gen {
 	uint16_t
 		tcp_flow_pkts; /* 0: UDP; K >= 3: short TCP connections of K packets, flows at once */
 	bool has_dst_mac;
+	/* TCP mode: every slot starts its first connection at once, so they
+	 * end and start again together (false), or spread over one
+	 * connection's length, so new connections come at an even rate (true) */
+	bool tcp_staggered;
 	struct rte_ether_addr dst_mac;
 	int line;
 };
@@ -219,6 +240,10 @@ void sq_config_free(struct sq_config *cfg);
 
 /* NF slots kept free for services added while running, unless max_nfs says. */
 #define SQ_SPARE_NF_SLOTS 64
+
+/** Fill in what is derived from the keys (sq_cfg_chain.pinned); the
+ * loader calls it, and the control role for each running config it makes. */
+void sq_config_derive(struct sq_config *cfg);
 
 /** NF slots the services reserve (the sum of their max_instances). */
 uint64_t sq_config_nfs_reserved(const struct sq_config *cfg);

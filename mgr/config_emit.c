@@ -236,6 +236,21 @@ emit_wake(struct out *o, const struct sq_cfg_wake *w)
 }
 
 static void
+emit_scale(struct out *o, const struct sq_cfg_scale *sc)
+{
+	scalar(o, "scale");
+	map_start(o, true);
+	kv_u64(o, "min", sc->min);
+	kv_u64(o, "max", sc->max);
+	kv_u64(o, "high_wm", sc->high_wm_pct);
+	kv_u64(o, "low_wm", sc->low_wm_pct);
+	kv_u64(o, "interval_ms", sc->interval_ms);
+	kv_u64(o, "hold_intervals", sc->hold_intervals);
+	kv_u64(o, "queue_high_pkts", sc->queue_high_pkts);
+	map_end(o);
+}
+
+static void
 emit_service(struct out *o, const struct sq_cfg_service *s)
 {
 	map_start(o, false);
@@ -270,6 +285,8 @@ emit_service(struct out *o, const struct sq_cfg_service *s)
 	kv_u64(o, "max_outstanding_pkts", s->max_outstanding_pkts);
 	kv(o, "sandbox", WORD(sandbox_words, s->sandbox));
 	kv_u64(o, "memory_mb", s->memory_mb);
+	if (s->scale.enabled)
+		emit_scale(o, &s->scale);
 	map_end(o);
 }
 
@@ -348,6 +365,8 @@ emit_generators(struct out *o, const struct sq_config *cfg)
 			kv_mac(o, "dst_mac", &g->dst_mac);
 		if (g->tcp_flow_pkts != 0)
 			kv_u64(o, "tcp_flow_pkts", g->tcp_flow_pkts);
+		if (g->tcp_staggered)
+			kv(o, "tcp_start", "staggered");
 		map_end(o);
 	}
 	seq_end(o);

@@ -99,6 +99,12 @@ mgr_control_lock(void)
 	pthread_mutex_lock(&ctl.lock);
 }
 
+bool
+mgr_control_trylock(void)
+{
+	return pthread_mutex_trylock(&ctl.lock) == 0;
+}
+
 void
 mgr_control_unlock(void)
 {
@@ -112,7 +118,8 @@ mgr_control_unlock(void)
  * change)? Otherwise an apply would drop it silently. These sizes trip
  * when a struct grows; config_emit.c must write the new key too. */
 static_assert(offsetof(struct sq_config, ports) == 636, "manager key: plan_manager");
-static_assert(sizeof(struct sq_cfg_service) == 824, "service key: plan_service");
+static_assert(sizeof(struct sq_cfg_service) == 856, "service key: plan_service");
+static_assert(sizeof(struct sq_cfg_scale) == 36, "scale key: plan_service");
 static_assert(sizeof(struct sq_cfg_wake) == 32, "wake key: same_wake");
 static_assert(sizeof(struct sq_cfg_port) == 2092, "port key: same_port");
 static_assert(sizeof(struct sq_cfg_rule) == 28, "rule key: same_rule");
@@ -290,7 +297,13 @@ plan_service(struct plan *p, const struct sq_cfg_service *c, const struct sq_cfg
 	FIXED(c->pool_order == s->pool_order, "pool_order");
 	FIXED(c->sandbox == s->sandbox, "sandbox");
 	FIXED(c->memory_mb == s->memory_mb, "memory_mb");
+	/* with or without, its chains' rss flows are pinned or hashed */
+	FIXED(c->scale.enabled == s->scale.enabled, "scale");
 #undef FIXED
+	if (memcmp(&c->scale, &s->scale, offsetof(struct sq_cfg_scale, enabled)) != 0)
+		note(p, "service %s: scale %u..%u", s->name, s->scale.min, s->scale.max);
+	/* read at each look (mgr/scaler.c); max within max_instances (loader) */
+	out->scale = s->scale;
 	if (c->instances != s->instances)
 		note(p, "service %s: instances %u -> %u", s->name, c->instances, s->instances);
 	if (!same_wake(&c->wake, &s->wake))
@@ -419,7 +432,9 @@ plan_services(struct plan *p, const struct mgr *mgr, const struct sq_config *cur
 					   &next->services[slot]);
 			if (ret < 0)
 				return ret;
-			if (cur->services[slot].instances != s->instances)
+			/* a scaled service's count is the scaler's: instances
+			 * is where it started */
+			if (cur->services[slot].instances != s->instances && !s->scale.enabled)
 				add_svc_change(p, SVC_RESIZE, (uint16_t)slot,
 					       cur->services[slot].instances, s->instances);
 			continue;
@@ -690,6 +705,8 @@ plan_config(struct plan *p, const struct mgr *mgr, const struct sq_config *cur,
 		ret = plan_generators(p, cur, n);
 	for (uint16_t s = 0; ret == 0 && s < RTE_MAX(cur->n_services, next->n_services); s++)
 		ret = check_pooled(p, n->path, cur, next, s);
+	if (ret == 0)
+		sq_config_derive(next);
 	if (ret < 0) { /* nothing changes: not even the slot bookkeeping */
 		ctl.next_slot = saved_slot;
 		memcpy(ctl.gen, saved_gen, sizeof(saved_gen));
@@ -1357,14 +1374,6 @@ drainer_start(struct mgr *mgr)
 
 /* ---------------------------------------------------------------- telemetry */
 
-static int
-tel_error(struct rte_tel_data *d, const char *msg)
-{
-	rte_tel_data_start_dict(d);
-	rte_tel_data_add_dict_string(d, "error", msg);
-	return 0;
-}
-
 /* A text longer than a dict's strings may be (127 bytes), as an array of
  * pieces the client joins: config errors name a whole path. */
 static void
@@ -1514,9 +1523,9 @@ cmd_edit(enum sq_edit_op op, const char *params, struct rte_tel_data *d)
 	int ret;
 
 	if (!running())
-		return tel_error(d, "the manager is starting or stopping");
+		return mgr_tel_error(d, "the manager is starting or stopping");
 	if (!edit_params(op, params, buf, sizeof(buf), &e))
-		return tel_error(d, edit_usage[op]);
+		return mgr_tel_error(d, edit_usage[op]);
 	mgr_control_lock();
 	if (ctl.text == NULL)
 		refresh_text(ctl.mgr);
@@ -1556,11 +1565,12 @@ cmd_apply(const char *cmd, const char *params, struct rte_tel_data *d)
 
 	(void)cmd;
 	if (!running())
-		return tel_error(d, "the manager is starting or stopping");
+		return mgr_tel_error(d, "the manager is starting or stopping");
 	if (params == NULL || params[0] == '\0' ||
 	    snprintf(path, sizeof(path), "%s", params) >= (int)sizeof(path))
-		return tel_error(d, "expected /squall/apply,PATH[,check][,end_flows] (an absolute "
-				    "path)");
+		return mgr_tel_error(d,
+				     "expected /squall/apply,PATH[,check][,end_flows] (an absolute "
+				     "path)");
 	/* flags after the path, in any order */
 	while ((comma = strrchr(path, ',')) != NULL) {
 		if (strcmp(comma, ",check") == 0)
@@ -1590,14 +1600,14 @@ cmd_config(const char *cmd, const char *params, struct rte_tel_data *d)
 
 		off = strtoul(params, &end, 10);
 		if (*end != '\0')
-			return tel_error(d, "expected /squall/config[,OFFSET]");
+			return mgr_tel_error(d, "expected /squall/config[,OFFSET]");
 	}
 	mgr_control_lock();
 	if (ctl.text == NULL && ctl.mgr != NULL && ctl.mgr->cfg != NULL)
 		refresh_text(ctl.mgr);
 	if (ctl.text == NULL) {
 		mgr_control_unlock();
-		return tel_error(d, "out of memory");
+		return mgr_tel_error(d, "out of memory");
 	}
 	off = RTE_MIN(off, ctl.text_len);
 	n = RTE_MIN(ctl.text_len - off, (size_t)CONFIG_CHUNK_BYTES);

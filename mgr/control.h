@@ -46,5 +46,7 @@ void mgr_control_take(struct mgr *mgr);
 /** Held by a change; readers of the config outside the roles take it too. */
 void mgr_control_lock(void);
 void mgr_control_unlock(void);
+/* The main lcore's: it must never wait for the control thread. */
+bool mgr_control_trylock(void);
 
 #endif /* SQUALL_MGR_CONTROL_H */

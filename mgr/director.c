@@ -78,7 +78,12 @@ struct flow {
 	/* Its first NF went back to the pool at the close (handoff): done with
 	 * this flow once the manager took back that many of its packets. */
 	bool handed_off;
-	uint64_t handoff_deq;
+	/* A shared flow's drain (shared_flow_is_quiet): the hop it waits on,
+	 * whether that hop's mark is set, and the flow's packets then. */
+	uint8_t drain_hop;
+	bool drain_marked;
+	uint64_t drain_pkts;
+	uint64_t handoff_deq; /* per-flow: see hand_off; shared: the drain's mark */
 };
 
 /* The flows an NF was handed off from (hand_off) that may not have ended
@@ -118,6 +123,12 @@ struct pool {
 	bool end_beyond;     /* shrunk with end_flows: flows on the NFs beyond end now */
 	bool trim;           /* shrunk: retire the idle NFs beyond */
 	struct waitq wait;
+	/* A scaled service's instances that take new flows (not blocked, live
+	 * when listed), rebuilt when the scaler's scale_gen moves: the rx lcore
+	 * is its only reader and writer. */
+	uint32_t *active;
+	uint32_t n_active;
+	uint32_t active_gen;
 };
 
 /* A pooled instance: never started, started (running, or spawning), or
@@ -233,7 +244,9 @@ pool_alloc(struct pool *p, const struct sq_cfg_service *cs, uint32_t cap, bool p
 	p->lifo = cs->pool_order == SQ_POOL_LIFO;
 	p->ids = calloc(cap ? cap : 1, sizeof(*p->ids));
 	p->slot = calloc(cap ? cap : 1, sizeof(*p->slot));
-	if (p->ids == NULL || p->slot == NULL)
+	p->active = calloc(cap ? cap : 1, sizeof(*p->active));
+	p->active_gen = UINT32_MAX; /* built at the first flow */
+	if (p->ids == NULL || p->slot == NULL || p->active == NULL)
 		return -ENOMEM;
 	if (pooled && cs->pool_fallback == SQ_FALLBACK_QUEUE) {
 		p->wait.cap = cs->pool_queue_pkts;
@@ -250,6 +263,7 @@ pool_free(struct pool *p)
 {
 	free(p->ids);
 	free(p->slot);
+	free(p->active);
 	free(p->wait.pkts);
 	free(p->wait.rules);
 	memset(p, 0, sizeof(*p));
@@ -523,6 +537,47 @@ live_instance(const struct mgr *mgr, uint16_t service, uint32_t from)
 	return UINT32_MAX;
 }
 
+/* A scaled service's instances that take new flows, as the scaler last set
+ * them (mgr/scaler.c: blocked ones are left out). */
+static void
+rebuild_active(const struct mgr *mgr, struct pool *p, uint16_t service, uint32_t gen)
+{
+	const struct mgr_service *svc = &mgr->services[service];
+	uint32_t n = RTE_MIN(__atomic_load_n(&svc->n_nfs, __ATOMIC_ACQUIRE), p->cap);
+
+	p->n_active = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct mgr_nf *nf = &mgr->nfs[svc->first_nf + i];
+
+		if (!atomic_load_explicit(&nf->blocked, memory_order_relaxed))
+			p->active[p->n_active++] = nf->id;
+	}
+	p->active_gen = gen;
+}
+
+/* The instance of a scaled service a new rss flow is pinned to: its
+ * symmetric hash over the instances that take new flows, so both
+ * directions of a connection meet one instance. Which instance a hash
+ * gives changes with the set; the flow keeps the one it got (DESIGN §7:
+ * only new flows see a scale-out or a scale-in). UINT32_MAX if none. */
+static uint32_t
+active_instance(const struct mgr *mgr, struct pool *p, uint16_t service, uint32_t hash)
+{
+	uint32_t gen =
+		atomic_load_explicit(&mgr->services[service].scale_gen, memory_order_acquire);
+
+	if (unlikely(gen != p->active_gen))
+		rebuild_active(mgr, p, service, gen);
+	for (uint32_t i = 0; i < p->n_active; i++) {
+		uint32_t id = p->active[(hash + i) % p->n_active];
+
+		if (atomic_load_explicit(&mgr->nfs[id].live, memory_order_relaxed))
+			return id;
+	}
+	/* none takes flows (all dead, or starting): any live one */
+	return live_instance(mgr, service, hash);
+}
+
 /* A flow that cannot have all its hops gives back the pool NFs it took. */
 static void
 undo_hops(struct director *d, const struct flow *f, const struct sq_cfg_chain *chain, uint16_t h)
@@ -547,8 +602,11 @@ assign_nfs(struct mgr *mgr, struct director *d, struct flow *f, const struct sq_
 		struct pool *p = &d->pools[s];
 		uint32_t id;
 
-		if (rule->assign == SQ_ASSIGN_ROUND_ROBIN) {
-			id = live_instance(mgr, s, d->rr_next[s]++);
+		if (rule->assign == SQ_ASSIGN_ROUND_ROBIN || rule->assign == SQ_ASSIGN_RSS) {
+			uint32_t key = rule->assign == SQ_ASSIGN_RSS ? hash : d->rr_next[s]++;
+
+			id = mgr->cfg->services[s].scale.enabled ? active_instance(mgr, p, s, key)
+								 : live_instance(mgr, s, key);
 			if (id == UINT32_MAX)
 				goto out_no_nf;
 			f->nf[h] = id;
@@ -628,6 +686,10 @@ new_flow(struct mgr *mgr, struct director *d, const struct flow_key *k,
 		return NULL;
 	}
 	f->state = FLOW_OPEN;
+	if (rule->assign != SQ_ASSIGN_PER_FLOW)
+		for (uint16_t h = 0; h < f->n_hops; h++)
+			atomic_fetch_add_explicit(&mgr->nfs[nf_of(f, h)].flows, 1,
+						  memory_order_relaxed);
 	f->chain_gen = mgr->cfg->chains[rule->chain].gen;
 	atomic_fetch_add_explicit(&d->chain_flows[rule->chain], 1, memory_order_relaxed);
 	f->first_tsc = rte_rdtsc();
@@ -702,6 +764,15 @@ handoff_room(struct mgr *mgr, struct director *d, struct handoffs *ho)
 	return ho->count < HANDOFF_MAX;
 }
 
+/* Packets given to @p nf so far, sent or staged (the tx lcore adds too). */
+static uint64_t
+given_pkts(const struct mgr *mgr, const struct mgr_nf *nf)
+{
+	return atomic_load_explicit(&mgr->rx.stages[nf->id].enq_pkts, memory_order_relaxed) +
+	       atomic_load_explicit(&mgr->tx.stages[nf->id].enq_pkts, memory_order_relaxed) +
+	       mgr_steer_held(mgr, nf);
+}
+
 static void
 hand_off(struct mgr *mgr, struct director *d, struct flow *f)
 {
@@ -718,9 +789,7 @@ hand_off(struct mgr *mgr, struct director *d, struct flow *f)
 		return;
 	/* Everything given to the NF so far, staged or sent, and the closing
 	 * packet about to be staged. */
-	upto = atomic_load_explicit(&mgr->rx.stages[nf->id].enq_pkts, memory_order_relaxed) +
-	       atomic_load_explicit(&mgr->tx.stages[nf->id].enq_pkts, memory_order_relaxed) +
-	       mgr_steer_held(mgr, nf) + 1;
+	upto = given_pkts(mgr, nf) + 1;
 	f->handed_off = true;
 	f->handoff_deq = upto;
 	{
@@ -966,7 +1035,9 @@ mgr_director_steer(struct mgr *mgr, struct role_ctx *role, const struct sq_cfg_r
 	} else {
 		bool syn = (flags & (RTE_TCP_SYN_FLAG | RTE_TCP_ACK_FLAG)) == RTE_TCP_SYN_FLAG;
 
-		if (k.proto == IPPROTO_TCP && !syn) {
+		/* (a pinned rss flow takes any first packet: a connection
+		 * older than its entry keeps going) */
+		if (k.proto == IPPROTO_TCP && !syn && rule->assign != SQ_ASSIGN_RSS) {
 			if (!wait_behind_syn(mgr, d, rule, pkt))
 				mgr_drop(&role->stats, SQ_DROP_STRAY, pkt);
 			return NULL;
@@ -980,6 +1051,7 @@ mgr_director_steer(struct mgr *mgr, struct role_ctx *role, const struct sq_cfg_r
 		}
 		pos = (int)(f - d->flows);
 		f->syn_from_lo = from_lo;
+		f->established = !syn;
 		f->pkts++;
 		f->bytes += pkt->pkt_len;
 		f->last_tsc = meta->rx_tsc;
@@ -1039,13 +1111,47 @@ nf_is_quiet(const struct mgr *mgr, const struct mgr_nf *nf)
 	return mgr_nf_outstanding(mgr, nf) == 0 && mgr_steer_held(mgr, nf) == 0;
 }
 
+static bool nf_is_quiet(const struct mgr *mgr, const struct mgr_nf *nf);
+
+/* A flow on shared instances (rss, round-robin), ended: its NFs serve other
+ * flows and may never be quiet under load, so its own packets are waited
+ * for hop by hop. Once hops before h are done, the flow's packets are at h
+ * or beyond: mark what h was given until now and wait until h took back as
+ * many (or holds nothing), then the next hop. A packet of the flow meanwhile
+ * starts the walk again. The entry may then go without a later packet of
+ * the flow finding another flow's NF in its slot (tx follows flow_id). */
+static bool
+shared_flow_is_quiet(const struct mgr *mgr, struct flow *f)
+{
+	if (f->drain_pkts != f->pkts) {
+		f->drain_pkts = f->pkts;
+		f->drain_hop = 0;
+		f->drain_marked = false;
+	}
+	while (f->drain_hop < f->n_hops) {
+		const struct mgr_nf *nf = &mgr->nfs[nf_of(f, f->drain_hop)];
+
+		if (!f->drain_marked) {
+			f->handoff_deq = given_pkts(mgr, nf);
+			f->drain_marked = true;
+		}
+		if (nf->deq_pkts < f->handoff_deq && !nf_is_quiet(mgr, nf))
+			return false;
+		f->drain_hop++;
+		f->drain_marked = false;
+	}
+	return true;
+}
+
 /* Nothing of the flow is left in its NFs. A handed-off first NF may hold
  * the next flow's packets already: done with this one once its packets up
  * to the close came back (or it holds nothing: a packet of this flow was
  * dropped on the way, so the count is never reached). */
 static bool
-flow_is_quiet(const struct mgr *mgr, const struct flow *f)
+flow_is_quiet(const struct mgr *mgr, struct flow *f)
 {
+	if (f->assign != SQ_ASSIGN_PER_FLOW)
+		return shared_flow_is_quiet(mgr, f);
 	for (uint16_t h = 0; h < f->n_hops; h++) {
 		const struct mgr_nf *nf = &mgr->nfs[nf_of(f, h)];
 
@@ -1066,6 +1172,9 @@ remove_flow(struct mgr *mgr, struct director *d, struct flow *f)
 	for (uint16_t h = 0; h < f->n_hops; h++) {
 		struct mgr_nf *nf;
 
+		if (f->assign != SQ_ASSIGN_PER_FLOW)
+			atomic_fetch_sub_explicit(&mgr->nfs[nf_of(f, h)].flows, 1,
+						  memory_order_relaxed);
 		if (f->assign != SQ_ASSIGN_PER_FLOW || f->nf[h] > UINT32_MAX / 2)
 			continue;
 		nf = &mgr->nfs[f->nf[h]];

@@ -39,9 +39,12 @@ struct gen {
 	/* TCP mode: per concurrent flow slot, the connection and its next packet */
 	uint32_t *slot_conn;
 	uint16_t *slot_step;
+	uint16_t *slot_wait; /* tcp_start staggered: rounds a slot sits out first */
 	uint32_t next_conn;
 	uint64_t conns_started;
 };
+
+static void stagger(struct gen *g);
 
 static void
 gen_init_one(struct mgr *mgr, struct gen *g, const struct sq_cfg_gen *cfg)
@@ -58,6 +61,10 @@ gen_init_one(struct mgr *mgr, struct gen *g, const struct sq_cfg_gen *cfg)
 	if (cfg->tcp_flow_pkts > 0) {
 		g->slot_conn = calloc(cfg->flows, sizeof(*g->slot_conn));
 		g->slot_step = calloc(cfg->flows, sizeof(*g->slot_step));
+		if (cfg->tcp_staggered) {
+			g->slot_wait = calloc(cfg->flows, sizeof(*g->slot_wait));
+			stagger(g);
+		}
 	}
 	MGR_LOG(NOTICE, "generator on port %s: %" PRIu64 " pps, %u sizes, %u flows\n",
 		mgr->cfg->ports[cfg->port].name, cfg->rate_pps, cfg->n_sizes, cfg->flows);
@@ -75,7 +82,8 @@ mgr_gen_init(struct mgr *mgr)
 	for (uint16_t i = 0; i < mgr->cfg->n_gens; i++) {
 		gen_init_one(mgr, &mgr->gens[i], &mgr->cfg->gens[i]);
 		if (mgr->cfg->gens[i].tcp_flow_pkts > 0 &&
-		    (mgr->gens[i].slot_conn == NULL || mgr->gens[i].slot_step == NULL))
+		    (mgr->gens[i].slot_conn == NULL || mgr->gens[i].slot_step == NULL ||
+		     (mgr->gens[i].cfg->tcp_staggered && mgr->gens[i].slot_wait == NULL)))
 			return -ENOMEM;
 	}
 	atomic_store_explicit(&mgr->gens_ready, true, memory_order_release);
@@ -89,6 +97,7 @@ mgr_gen_free(struct mgr *mgr)
 	for (uint16_t i = 0; i < mgr->n_gens; i++) {
 		free(mgr->gens[i].slot_conn);
 		free(mgr->gens[i].slot_step);
+		free(mgr->gens[i].slot_wait);
 	}
 	free(mgr->gens);
 	mgr->gens = NULL;
@@ -203,10 +212,31 @@ fill_tcp(struct gen *g, struct rte_mbuf *m, uint16_t size, uint32_t conn, uint16
 	};
 }
 
+/* tcp_start: staggered. Slot i sits out i x K / flows rounds before its
+ * first connection: the slots then end and start connections at different
+ * times, and new connections come at an even rate, flows / K a round, as
+ * from independent clients, not in a wave of all slots every K rounds. */
+static void
+stagger(struct gen *g)
+{
+	if (g->slot_wait == NULL)
+		return;
+	for (uint32_t i = 0; i < g->cfg->flows; i++)
+		g->slot_wait[i] = (uint16_t)((uint64_t)i * g->cfg->tcp_flow_pkts / g->cfg->flows);
+}
+
 static void
 fill_next(struct gen *g, struct rte_mbuf *m, uint16_t size)
 {
-	uint32_t slot = g->next_flow;
+	uint32_t slot;
+
+	/* (slot 0 never waits: this ends) */
+	while (g->slot_wait != NULL && g->slot_wait[g->next_flow] > 0) {
+		g->slot_wait[g->next_flow]--;
+		if (++g->next_flow == g->cfg->flows)
+			g->next_flow = 0;
+	}
+	slot = g->next_flow;
 
 	if (g->cfg->tcp_flow_pkts == 0) {
 		fill_udp(g, m, size, slot);
@@ -232,8 +262,10 @@ pkts_due(struct gen *g, uint64_t now_tsc)
 	if (want != g->rate_pps) {
 		/* Resumed after a pause: the connections it cut short ended (idle)
 		 * meanwhile, so their tails would be strays. Start new ones. */
-		if (g->rate_pps == 0 && g->slot_step != NULL)
+		if (g->rate_pps == 0 && g->slot_step != NULL) {
 			memset(g->slot_step, 0, g->cfg->flows * sizeof(*g->slot_step));
+			stagger(g);
+		}
 		g->rate_pps = want;
 		g->epoch_tsc = now_tsc;
 		g->epoch_sent = g->sent_pkts;

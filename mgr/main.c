@@ -22,6 +22,7 @@
 #include "capture.h"
 #include "mgr.h"
 #include "sandbox.h"
+#include "scaler.h"
 
 RTE_LOG_REGISTER(sq_logtype_mgr, squall.mgr, NOTICE);
 
@@ -249,6 +250,7 @@ run_loop(struct mgr *mgr, const struct options *o, bool rx_elsewhere)
 		if (unlikely(atomic_load_explicit(&mgr->sup_busy, memory_order_relaxed)))
 			mgr_nfs_supervise(mgr);
 		now = rte_rdtsc();
+		mgr_scaler_poll(mgr, now);
 		if (now < next_ctl)
 			continue;
 		/* Off the hot path: reap NFs (a system call), print stats. */
@@ -303,6 +305,8 @@ start(struct mgr *mgr, const struct options *o, char *err, size_t err_len)
 	ret = mgr_nfs_spawn_all(mgr);
 	if (ret < 0)
 		return ret;
+	if (mgr_scaler_init(mgr) < 0)
+		return -ENOMEM;
 	mgr_region_set_state(mgr, SQ_MGR_RUNNING);
 	if (mgr_capture_init(mgr) < 0)
 		MGR_LOG(WARNING, "capture commands not registered\n");
@@ -348,6 +352,7 @@ shutdown_mgr(struct mgr *mgr, const struct options *o, bool rx_elsewhere)
 			status = EXIT_FAILED;
 		}
 	}
+	mgr_scaler_free(mgr);
 	mgr_nfs_free(mgr);
 	mgr_gen_free(mgr);
 	mgr_director_free(mgr);

@@ -133,10 +133,17 @@ struct mgr_nf {
 	struct rte_ring *rx;   /* manager -> NF */
 	struct rte_ring *tx;   /* NF -> manager */
 	pid_t pid;
-	_Atomic bool live;       /* takes packets; cleared when the process dies */
-	_Atomic bool active;     /* on the tx role's list: may have packets to return */
-	_Atomic bool retiring;   /* control role: stopping for good (a service removed or shrunk) */
-	_Atomic bool reaped;     /* main lcore: gone and what it held reclaimed; slot reusable */
+	_Atomic bool live;     /* takes packets; cleared when the process dies */
+	_Atomic bool active;   /* on the tx role's list: may have packets to return */
+	_Atomic bool retiring; /* control role: stopping for good (a service removed or shrunk) */
+	_Atomic bool reaped;   /* main lcore: gone and what it held reclaimed; slot reusable */
+	/* scaler: takes no new flow (scaled in, or not started yet); the
+	 * flows it has stay with it until they end (mgr/scaler.c) */
+	_Atomic bool blocked;
+	_Atomic uint32_t flows; /* director: flows pinned to it (rss, round-robin) */
+	/* started by the scaler and not running its loop yet: a death now is
+	 * the scaler's to retry (with its backoff), not supervision's */
+	bool scale_starting;
 	uint64_t deq_pkts;       /* tx role: taken back from the NF (or reclaimed) */
 	uint32_t sched_priority; /* SCHED_RR priority applied; 0 = normal scheduler */
 	uint32_t closes_taken;   /* director: NF-side cleanups already accounted */
@@ -183,6 +190,9 @@ struct mgr_service {
 	uint32_t n_nfs;      /* the instances that take packets: first_nf.. */
 	uint32_t cap_nfs;    /* ids reserved: n_nfs may grow to it (control role) */
 	_Atomic bool failed; /* crash loop: its packets are dropped as service_failed */
+	/* scaler: moves when an instance is blocked or unblocked, so the
+	 * director rebuilds the set new flows are spread over */
+	_Atomic uint32_t scale_gen;
 };
 
 struct mgr_chain {
@@ -284,6 +294,7 @@ struct mgr {
 	_Atomic uint64_t cfg_swaps;
 	struct supervisor *sup; /* nfs.c: NFs waiting to be restarted */
 	_Atomic bool sup_busy;  /* the supervisor has work: poll it every round */
+	struct scaler *scaler;  /* scaler.c: services that follow their load */
 	uint32_t wd_pos;        /* the watchdog's place in its walk over the NFs */
 };
 
@@ -350,6 +361,11 @@ void mgr_tx_free(struct mgr *mgr);
 void mgr_tx_activate(struct mgr *mgr, struct mgr_nf *nf);
 /* Packets given to @p nf and not yet back. */
 uint64_t mgr_nf_outstanding(const struct mgr *mgr, const struct mgr_nf *nf);
+
+/* telemetry.c: a command that exists but cannot do what was asked replies
+ * {"error": MSG} (a negative return reads as "no such command"). @return 0. */
+struct rte_tel_data;
+int mgr_tel_error(struct rte_tel_data *d, const char *msg);
 
 /* steer.c: moving packets to NFs and ports, shared by rx and tx */
 int mgr_role_init(struct mgr *mgr, struct role_ctx *role);

@@ -809,7 +809,7 @@ nf_gone(struct mgr *mgr, struct mgr_nf *nf, int status)
 		   : retiring ? SQ_DROP_CONFIG_CHANGED
 			      : SQ_DROP_NF_DIED);
 	/* a retired NF (control role: its service removed or shrunk) stays down */
-	if (!stopping && !mgr->stop && !retiring) {
+	if (!stopping && !mgr->stop && !retiring && !nf->scale_starting) {
 		nf->sup_state = SUP_NONE; /* it may have died before its first packet */
 		schedule_restart(mgr, nf, failure);
 	}

@@ -85,7 +85,9 @@ rx_one(struct mgr *mgr, uint16_t port_idx, struct rte_mbuf *pkt, uint64_t now_ts
 	 * burst to the next (seed 000 Fig 9's round robin, which reorders TCP). */
 	if (rule->assign == SQ_ASSIGN_SPRAY)
 		meta->flow_hash = mgr->rx_bursts;
-	if (rule->assign == SQ_ASSIGN_RSS || rule->assign == SQ_ASSIGN_SPRAY)
+	/* (an rss rule of a chain with a scaled hop pins its flows: director) */
+	if ((rule->assign == SQ_ASSIGN_RSS && !mgr->cfg->chains[rule->chain].pinned) ||
+	    rule->assign == SQ_ASSIGN_SPRAY)
 		nf = mgr_steer_to_service(mgr, role, mgr->cfg->chains[rule->chain].services[0],
 					  pkt);
 	else

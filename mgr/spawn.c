@@ -123,10 +123,14 @@ mgr_spawn(const struct mgr_spawn *s, pid_t *pid, const char **step)
 	if (*pid < 0) {
 		ret = -errno;
 		*step = "clone";
+		*pid = 0;
 	} else if (c.err != 0) {
 		ret = -c.err;
 		*step = c.step;
 		waitpid(*pid, NULL, 0);
+		/* reaped here: no pid of it may stay where the reaper, the stop
+		 * or a kill would take it for a live NF (or, reused, another's) */
+		*pid = 0;
 	}
 	pthread_sigmask(SIG_SETMASK, &c.mask, NULL);
 	munmap(stack, STACK_BYTES);

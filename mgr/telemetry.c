@@ -28,6 +28,7 @@
 
 #include "control.h"
 #include "mgr.h"
+#include "scaler.h"
 #include "stats.h"
 #include "telemetry_args.h"
 
@@ -107,8 +108,8 @@ tel_sink_init(struct tel_sink *t, struct rte_tel_data *d)
 /* A command that exists but cannot do what was asked replies {"error": MSG}:
  * a negative return would reach the client as null, which reads as "no such
  * command". */
-static int
-tel_error(struct rte_tel_data *d, const char *msg)
+int
+mgr_tel_error(struct rte_tel_data *d, const char *msg)
 {
 	rte_tel_data_start_dict(d);
 	rte_tel_data_add_dict_string(d, "error", msg);
@@ -166,7 +167,7 @@ cmd_nfs(const char *cmd, const char *params, struct rte_tel_data *d)
 
 	(void)cmd;
 	if (tel_args_nfs(params, &first) < 0)
-		return tel_error(d, "expected /squall/nfs[,FIRST_ID]");
+		return mgr_tel_error(d, "expected /squall/nfs[,FIRST_ID]");
 	tel_sink_init(&t, d);
 	mgr_stats_visit_nfs(tel_mgr, &t.sink, first, NFS_PAGE);
 	/* Paging: "next" is the first id of the next page, when there is one. */
@@ -208,7 +209,7 @@ cmd_gen(const char *cmd, const char *params, struct rte_tel_data *d)
 
 	(void)cmd;
 	if (idx < 0)
-		return tel_error(d, why);
+		return mgr_tel_error(d, why);
 	mgr_gen_stats(tel_mgr, idx, &st);
 	rte_tel_data_start_dict(d);
 	rte_tel_data_add_dict_u64(d, "rate_pps", st.rate_pps);
@@ -233,10 +234,10 @@ cmd_gen_rate(const char *cmd, const char *params, struct rte_tel_data *d)
 
 	(void)cmd;
 	if (tel_args_gen_rate(params, &a) < 0)
-		return tel_error(d, usage);
+		return mgr_tel_error(d, usage);
 	idx = find_gen(a.port, &why);
 	if (idx < 0)
-		return tel_error(d, why);
+		return mgr_tel_error(d, why);
 	rate = a.rate_pps;
 	mgr_gen_set_rate(tel_mgr, idx, rate);
 	rte_tel_data_start_dict(d);
@@ -271,14 +272,14 @@ cmd_wake(const char *cmd, const char *params, struct rte_tel_data *d)
 
 	(void)cmd;
 	if (tel_args_wake(params, &a) < 0)
-		return tel_error(d, usage);
+		return mgr_tel_error(d, usage);
 	svc_name = a.service;
 	svc = sq_config_service_index(tel_mgr->cfg, svc_name);
 	if (svc < 0)
-		return tel_error(d, "no such service");
+		return mgr_tel_error(d, "no such service");
 	w = tel_mgr->cfg->services[svc].wake;
 	if (parse_policy(a.policy, &w.policy) < 0)
-		return tel_error(d, usage);
+		return mgr_tel_error(d, usage);
 	if (a.has_thresh)
 		w.thresh_pkts = a.thresh_pkts;
 	if (a.has_timeout)
@@ -330,22 +331,23 @@ cmd_drop_causes(const char *cmd, const char *params, struct rte_tel_data *d)
 /* The command @p fn, run only while the manager's state is whole, and under
  * the control lock: a config an apply replaces is freed under it, and the
  * commands read the config (names, chains, wake settings). */
-#define GUARDED(fn)                                                                                \
-	static int fn##_guarded(const char *cmd, const char *params, struct rte_tel_data *d)       \
-	{                                                                                          \
-		int ret;                                                                           \
-                                                                                                   \
-		pthread_rwlock_rdlock(&tel_lock);                                                  \
-		if (tel_state == TEL_RUNNING) {                                                    \
-			mgr_control_lock();                                                        \
-			ret = fn(cmd, params, d);                                                  \
-			mgr_control_unlock();                                                      \
-		} else {                                                                           \
-			ret = tel_error(d, tel_state == TEL_STARTING ? "the manager is starting"   \
-								     : "the manager is stopping"); \
-		}                                                                                  \
-		pthread_rwlock_unlock(&tel_lock);                                                  \
-		return ret;                                                                        \
+#define GUARDED(fn)                                                                          \
+	static int fn##_guarded(const char *cmd, const char *params, struct rte_tel_data *d) \
+	{                                                                                    \
+		int ret;                                                                     \
+                                                                                             \
+		pthread_rwlock_rdlock(&tel_lock);                                            \
+		if (tel_state == TEL_RUNNING) {                                              \
+			mgr_control_lock();                                                  \
+			ret = fn(cmd, params, d);                                            \
+			mgr_control_unlock();                                                \
+		} else {                                                                     \
+			ret = mgr_tel_error(d, tel_state == TEL_STARTING                     \
+						       ? "the manager is starting"           \
+						       : "the manager is stopping");         \
+		}                                                                            \
+		pthread_rwlock_unlock(&tel_lock);                                            \
+		return ret;                                                                  \
 	}
 GUARDED(cmd_stats)
 GUARDED(cmd_ports)
@@ -359,6 +361,10 @@ GUARDED(cmd_wake)
 GUARDED(cmd_latency_reset)
 GUARDED(mgr_observe_latency)
 GUARDED(mgr_observe_rules)
+GUARDED(mgr_scaler_tel_scale)
+GUARDED(mgr_scaler_tel_events)
+GUARDED(mgr_scaler_tel_nfs)
+GUARDED(mgr_scaler_tel_set)
 
 static void
 tel_set_state(int state)
@@ -417,7 +423,19 @@ mgr_telemetry_init(struct mgr *mgr)
 				       "Set a service's wake policy. Parameters: SERVICE,"
 				       "min|fixed|adaptive[,THRESH_PKTS[,TIMEOUT_US]]") < 0 ||
 	    rte_telemetry_register_cmd("/squall/latency_reset", cmd_latency_reset_guarded,
-				       "Clear the per-chain latency histograms. No parameters") < 0)
+				       "Clear the per-chain latency histograms. No parameters") <
+		    0 ||
+	    rte_telemetry_register_cmd("/squall/scale", mgr_scaler_tel_scale_guarded,
+				       "Scaled services: instances running, blocked, starting; "
+				       "load; decisions. No parameters") < 0 ||
+	    rte_telemetry_register_cmd("/squall/scale_events", mgr_scaler_tel_events_guarded,
+				       "The scaler's last decisions. Parameter: SEQ (those "
+				       "after it)") < 0 ||
+	    rte_telemetry_register_cmd("/squall/scale_nfs", mgr_scaler_tel_nfs_guarded,
+				       "A scaled service's instances. Parameter: SERVICE") < 0 ||
+	    rte_telemetry_register_cmd("/squall/scale_set", mgr_scaler_tel_set_guarded,
+				       "Run N instances of a scaled service, or let its load "
+				       "decide. Parameters: SERVICE,N|auto") < 0)
 		return -EEXIST;
 	return 0;
 }

@@ -12,7 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from squall import capture, control, exporter
+from squall import capture, control, exporter, scale
 from squall.api import ControlApi, Nf, Port, Stats
 from squall.exit import Exit
 from squall.telemetry import (
@@ -316,6 +316,10 @@ def cmd_capture(args: argparse.Namespace, api: ControlApi) -> Exit:
     return capture.run(args, api.tm)
 
 
+def cmd_scale(args: argparse.Namespace, api: ControlApi) -> Exit:
+    return scale.run(args, api.tm)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="squallctl",
@@ -368,6 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("what", choices=["config"], help="what to print")
     _add_edit_parsers(sub)
     capture.add_parser(sub).set_defaults(fn=cmd_capture)
+    scale.add_parser(sub).set_defaults(fn=cmd_scale)
     exporter.add_parser(sub)
     return parser
 

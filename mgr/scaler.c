@@ -1,0 +1,804 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * Scaler (DESIGN §7; seed 003 §III.B-C, Algorithm 1): the instances of a
+ * service with a scale: policy follow its load, each service on its own, so
+ * only a chain's bottleneck grows.
+ *
+ * Every interval_ms the scaler looks at each instance of the service:
+ *   load  = arrivals x per-packet cost / the interval: the share of its time
+ *           the instance would need for what it was offered (arrivals count
+ *           the packets its full ring turned away; the cost is the handler
+ *           time libsquall measures per packet, wall clock, so an NF that
+ *           waits for a device counts that wait);
+ *   queue = how full its rx ring is.
+ * Overload (the mean load over the instances that take new flows above
+ * high_wm, or a ring above queue_high_pkts) held for hold_intervals looks:
+ * run as many instances as the load needs at the middle of the watermarks,
+ * rerunning blocked instances first (launching avoidance, §III.C) and
+ * spawning only what is still missing. Underload (the mean below low_wm,
+ * and one fewer would stay under high_wm) held as long: block one.
+ *
+ * A blocked instance takes no new flow; the flows it has stay with it until
+ * they end (the director pins each flow to its instances), then it sleeps
+ * on its futex like any idle NF: no CPU. A flow never moves: scale-out and
+ * scale-in change only where new flows go.
+ *
+ * It runs on the main lcore, between rounds; an apply (control thread) holds
+ * the control lock for its whole change, and a look that finds it taken
+ * waits for the next round rather than block the lcore.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rte_common.h>
+#include <rte_cycles.h>
+#include <rte_ring.h>
+#include <rte_spinlock.h>
+#include <rte_telemetry.h>
+
+#include "control.h"
+#include "mgr.h"
+#include "scaler.h"
+
+#define EVENTS_MAX      256 /* decisions kept for /squall/scale_events */
+#define EVENTS_SHOWN    64  /* ... shown at once */
+#define SAMPLES_MAX     256 /* reaction times kept for the medians */
+#define READY_MAX_MS    3000
+#define FIRST_PKT_MAX_S 10 /* no new flow came to a new instance: no sample */
+#define BACKOFF_MIN_MS  10
+#define BACKOFF_MAX_MS  5000
+#define MIN_COST_PKTS   8 /* fewer handled in a look: keep the last cost */
+
+enum await { AWAIT_NONE, AWAIT_SPAWN, AWAIT_RERUN };
+
+/* What the scaler knows of one instance (by instance index). */
+struct inst {
+	uint64_t given, full, rx, handler; /* counters at the last look */
+	uint64_t cost_tsc;                 /* handler time per packet, last known */
+	uint32_t load_pct;
+	uint32_t queue;
+	bool starting; /* spawned here, not running its loop yet */
+	uint8_t await; /* enum await: its first packet is wanted */
+	uint64_t mark_tsc;
+	uint64_t rx_base;
+};
+
+struct svc_scale {
+	uint32_t first_nf, cap; /* the service's ids when inst[] was made */
+	struct inst *inst;
+	uint64_t next_tsc, last_tsc;
+	uint32_t over, under;   /* looks in a row */
+	_Atomic int32_t target; /* by hand: instances to run; -1: the load decides */
+	uint32_t n_await;
+	/* as of the last look (telemetry reads) */
+	uint32_t running, blocked, starting;
+	uint32_t load_pct; /* summed over its instances */
+	uint32_t queue_max;
+	uint32_t queue_prev; /* queue_max at the look before */
+	bool was_at_max;
+	uint64_t looks, decisions, spawns, reruns, blocks, spawn_failed, at_max;
+	uint32_t backoff_ms;
+	uint64_t retry_tsc;
+};
+
+struct scale_event {
+	uint64_t seq, ms;
+	char service[SQ_CFG_NAME_LEN];
+	const char *reason;
+	uint32_t load_pct, queue, from, to, spawned, rerun, blocked, failed;
+};
+
+struct scaler {
+	struct mgr *mgr;
+	struct svc_scale svc[SQ_MAX_SERVICES];
+	uint64_t start_tsc, next_tsc, hz;
+	uint32_t n_await;
+	rte_spinlock_t lock; /* events and samples: the main lcore writes, telemetry reads */
+	struct scale_event ev[EVENTS_MAX];
+	uint64_t n_ev;
+	uint64_t out_us[SAMPLES_MAX], rerun_us[SAMPLES_MAX];
+	uint64_t n_out, n_rerun;
+};
+
+static struct scaler *the_scaler; /* for the telemetry callbacks */
+
+int
+mgr_scaler_init(struct mgr *mgr)
+{
+	struct scaler *sc = calloc(1, sizeof(*sc));
+
+	if (sc == NULL)
+		return -ENOMEM;
+	sc->mgr = mgr;
+	sc->hz = rte_get_tsc_hz();
+	sc->start_tsc = rte_rdtsc();
+	rte_spinlock_init(&sc->lock);
+	for (uint16_t s = 0; s < SQ_MAX_SERVICES; s++)
+		atomic_store(&sc->svc[s].target, -1);
+	mgr->scaler = sc;
+	the_scaler = sc;
+	return 0;
+}
+
+void
+mgr_scaler_free(struct mgr *mgr)
+{
+	struct scaler *sc = mgr->scaler;
+
+	if (sc == NULL)
+		return;
+	the_scaler = NULL;
+	for (uint16_t s = 0; s < SQ_MAX_SERVICES; s++)
+		free(sc->svc[s].inst);
+	free(sc);
+	mgr->scaler = NULL;
+}
+
+/* ---- samples and events ---- */
+
+static void
+add_sample(struct scaler *sc, enum await kind, uint64_t tsc)
+{
+	uint64_t us = tsc * 1000000 / sc->hz;
+
+	rte_spinlock_lock(&sc->lock);
+	if (kind == AWAIT_SPAWN)
+		sc->out_us[sc->n_out++ % SAMPLES_MAX] = us;
+	else
+		sc->rerun_us[sc->n_rerun++ % SAMPLES_MAX] = us;
+	rte_spinlock_unlock(&sc->lock);
+}
+
+static void
+add_event(struct scaler *sc, const struct sq_cfg_service *cs, const struct scale_event *e)
+{
+	struct scale_event *slot;
+
+	rte_spinlock_lock(&sc->lock);
+	slot = &sc->ev[sc->n_ev % EVENTS_MAX];
+	*slot = *e;
+	slot->seq = sc->n_ev++;
+	slot->ms = (rte_rdtsc() - sc->start_tsc) * 1000 / sc->hz;
+	snprintf(slot->service, sizeof(slot->service), "%s", cs->name);
+	rte_spinlock_unlock(&sc->lock);
+	MGR_LOG(INFO,
+		"scale %s: %u -> %u (%s, load %u%%, queue %u): spawned %u, rerun %u, "
+		"blocked %u, failed %u\n",
+		cs->name, e->from, e->to, e->reason, e->load_pct, e->queue, e->spawned, e->rerun,
+		e->blocked, e->failed);
+}
+
+/* ---- instances ---- */
+
+static struct svc_scale *
+state_of(struct scaler *sc, const struct mgr_service *svc, uint16_t s)
+{
+	struct svc_scale *st = &sc->svc[s];
+
+	if (st->inst != NULL && st->first_nf == svc->first_nf && st->cap == svc->cap_nfs)
+		return st;
+	/* a service made (or made again in a freed slot) since the last look:
+	 * what was asked by hand of a slot's last service is not this one's */
+	int32_t target = st->inst != NULL ? -1 : atomic_load(&st->target);
+
+	sc->n_await -= st->n_await;
+	free(st->inst);
+	memset(st, 0, sizeof(*st));
+	atomic_store(&st->target, target);
+	st->inst = calloc(RTE_MAX(svc->cap_nfs, 1u), sizeof(*st->inst));
+	if (st->inst == NULL)
+		return NULL;
+	st->first_nf = svc->first_nf;
+	st->cap = svc->cap_nfs;
+	return st;
+}
+
+static void
+set_blocked(struct mgr *mgr, struct mgr_nf *nf, bool blocked)
+{
+	atomic_store_explicit(&nf->blocked, blocked, memory_order_relaxed);
+	atomic_fetch_add_explicit(&mgr->services[nf->service].scale_gen, 1, memory_order_release);
+}
+
+static void
+fail_backoff(struct scaler *sc, struct svc_scale *st, uint64_t now)
+{
+	st->spawn_failed++;
+	st->backoff_ms = RTE_MIN(RTE_MAX(st->backoff_ms * 2, (uint32_t)BACKOFF_MIN_MS),
+				 (uint32_t)BACKOFF_MAX_MS);
+	st->retry_tsc = now + sc->hz / 1000 * st->backoff_ms;
+}
+
+static void
+await_first(struct scaler *sc, struct svc_scale *st, struct inst *in, const struct mgr_nf *nf,
+	    enum await kind)
+{
+	if (in->await == AWAIT_NONE && !in->starting) {
+		st->n_await++;
+		sc->n_await++;
+	}
+	in->await = (uint8_t)kind;
+	in->rx_base = nf->ctl->rx_pkts;
+}
+
+static void
+await_done(struct scaler *sc, struct svc_scale *st, struct inst *in)
+{
+	in->await = AWAIT_NONE;
+	in->starting = false;
+	st->n_await--;
+	sc->n_await--;
+}
+
+/* A spawned instance runs its loop: it takes new flows now. */
+static void
+check_starting(struct mgr *mgr, struct scaler *sc, struct svc_scale *st, struct inst *in,
+	       struct mgr_nf *nf, uint64_t now)
+{
+	if (nf->pid > 0 && mgr_nf_is_ready(nf)) {
+		nf->scale_starting = false;
+		st->backoff_ms = 0;
+		nf->ready_tsc = now;
+		atomic_store(&nf->live, true);
+		mgr_director_nf_ready(mgr, nf);
+		in->starting = false;
+		in->await = AWAIT_SPAWN;
+		in->rx_base = nf->ctl->rx_pkts;
+		set_blocked(mgr, nf, false);
+		return;
+	}
+	if (nf->pid <= 0 && atomic_load(&nf->reaped)) {
+		/* died before its loop (binary gone, out of memory): counted,
+		 * retried by a later look after the backoff; its slot is taken
+		 * again if it was the last */
+		struct mgr_service *svc = &mgr->services[nf->service];
+		struct scale_event e = {.reason = "start_failed", .failed = 1};
+
+		nf->scale_starting = false;
+		fail_backoff(sc, st, now);
+		await_done(sc, st, in);
+		if (svc->n_nfs == (uint32_t)nf->instance + 1)
+			__atomic_store_n(&svc->n_nfs, nf->instance, __ATOMIC_RELEASE);
+		e.from = st->running + st->starting;
+		e.to = e.from - (e.from > 0);
+		add_event(sc, &mgr->cfg->services[nf->service], &e);
+		return;
+	}
+	if (now - in->mark_tsc > sc->hz / 1000 * READY_MAX_MS && !nf->wd_killed) {
+		MGR_LOG(WARNING, "%s#%u (pid %d) not ready after %d ms; killing it\n",
+			mgr_nf_service_name(mgr, nf), nf->instance, nf->pid, READY_MAX_MS);
+		kill(nf->pid, SIGKILL);
+		nf->wd_killed = true;
+	}
+}
+
+/* Instances spawned or rerun: ready yet? their first packet? */
+static void
+check_awaiting(struct mgr *mgr, struct scaler *sc, uint64_t now)
+{
+	for (uint16_t s = 0; s < SQ_MAX_SERVICES && sc->n_await > 0; s++) {
+		struct svc_scale *st = &sc->svc[s];
+
+		for (uint32_t i = 0; i < st->cap && st->n_await > 0; i++) {
+			struct inst *in = &st->inst[i];
+			struct mgr_nf *nf = &mgr->nfs[st->first_nf + i];
+
+			if (in->starting) {
+				check_starting(mgr, sc, st, in, nf, now);
+				continue;
+			}
+			if (in->await == AWAIT_NONE)
+				continue;
+			if (nf->ctl->rx_pkts != in->rx_base) {
+				MGR_LOG(DEBUG,
+					"scale: %s#%u first packet %" PRIu64 " us after its %s\n",
+					mgr_nf_service_name(mgr, nf), nf->instance,
+					(now - in->mark_tsc) * 1000000 / sc->hz,
+					in->await == AWAIT_SPAWN ? "spawn" : "rerun");
+				add_sample(sc, in->await, now - in->mark_tsc);
+				await_done(sc, st, in);
+			} else if (now - in->mark_tsc > sc->hz * FIRST_PKT_MAX_S ||
+				   !atomic_load(&nf->live)) {
+				await_done(sc, st, in);
+			}
+		}
+	}
+}
+
+/* ---- a look ---- */
+
+static uint64_t
+delta(uint64_t now, uint64_t *last)
+{
+	uint64_t d = now >= *last ? now - *last : 0; /* a new NF in the slot counts anew */
+
+	*last = now;
+	return d;
+}
+
+/* The instance's load and queue since the last look, @p dt cycles ago. */
+static void
+sample(struct mgr *mgr, struct inst *in, const struct mgr_nf *nf, uint64_t dt)
+{
+	const struct nf_stage *rs = &mgr->rx.stages[nf->id], *ts = &mgr->tx.stages[nf->id];
+	uint64_t given = atomic_load_explicit(&rs->enq_pkts, memory_order_relaxed) +
+			 atomic_load_explicit(&ts->enq_pkts, memory_order_relaxed);
+	uint64_t full = rs->ring_full_pkts + ts->ring_full_pkts;
+	uint64_t arrived = delta(given, &in->given) + delta(full, &in->full);
+	/* the NF's own counters: a lying NF moves its own service's count,
+	 * within min..max, and nothing else */
+	uint64_t rx = delta(nf->ctl->rx_pkts, &in->rx);
+	uint64_t handler = delta(nf->ctl->handler_tsc, &in->handler);
+	uint32_t tail = __atomic_load_n(&nf->rx->cons.tail, __ATOMIC_RELAXED);
+	uint32_t queue = nf->rx_prod - tail;
+
+	if (rx >= MIN_COST_PKTS)
+		in->cost_tsc = RTE_MIN(handler / rx, dt);
+	in->load_pct = dt == 0 ? 0 : (uint32_t)RTE_MIN(arrived * in->cost_tsc * 100 / dt, 100000u);
+	in->queue = RTE_MIN(queue, nf->rx_mask);
+}
+
+/* Instances [0, n_nfs): sampled, counted by state. */
+static void
+sample_all(struct mgr *mgr, struct svc_scale *st, const struct mgr_service *svc, uint64_t dt)
+{
+	st->running = st->blocked = st->starting = 0;
+	st->queue_prev = st->queue_max;
+	st->load_pct = st->queue_max = 0;
+	for (uint32_t i = 0; i < svc->n_nfs && i < st->cap; i++) {
+		struct inst *in = &st->inst[i];
+		const struct mgr_nf *nf = &mgr->nfs[svc->first_nf + i];
+
+		sample(mgr, in, nf, dt);
+		st->load_pct += in->load_pct;
+		if (in->starting) {
+			st->starting++;
+		} else if (atomic_load_explicit(&nf->blocked, memory_order_relaxed)) {
+			st->blocked++;
+		} else {
+			st->running++;
+			st->queue_max = RTE_MAX(st->queue_max, in->queue);
+		}
+	}
+}
+
+static bool
+spawn_one(struct mgr *mgr, struct scaler *sc, struct svc_scale *st, uint16_t s, uint64_t now)
+{
+	struct mgr_service *svc = &mgr->services[s];
+	uint32_t i = svc->n_nfs;
+	struct mgr_nf *nf;
+	int ret;
+
+	if (i >= svc->cap_nfs || now < st->retry_tsc)
+		return false;
+	nf = &mgr->nfs[svc->first_nf + i];
+	ret = mgr_nfs_setup(mgr, nf->id, s, (uint16_t)i);
+	atomic_store(&nf->blocked, true); /* until it runs its loop */
+	if (ret == 0)
+		ret = mgr_nfs_spawn(mgr, nf);
+	if (ret < 0) {
+		fail_backoff(sc, st, now);
+		MGR_LOG(WARNING, "scale %s: instance %u did not start (%s); next try in %u ms\n",
+			mgr->cfg->services[s].name, i, strerror(-ret), st->backoff_ms);
+		return false;
+	}
+	nf->scale_starting = true;
+	st->inst[i] = (struct inst){.starting = true, .mark_tsc = now};
+	st->n_await++;
+	sc->n_await++;
+	st->spawns++;
+	__atomic_store_n(&svc->n_nfs, i + 1, __ATOMIC_RELEASE);
+	return true;
+}
+
+/* The blocked instance with the lowest index that runs its loop. */
+static int
+blocked_to_rerun(const struct mgr *mgr, const struct svc_scale *st, const struct mgr_service *svc)
+{
+	for (uint32_t i = 0; i < svc->n_nfs && i < st->cap; i++) {
+		const struct mgr_nf *nf = &mgr->nfs[svc->first_nf + i];
+
+		if (!st->inst[i].starting && atomic_load(&nf->blocked) && atomic_load(&nf->live))
+			return (int)i;
+	}
+	return -1;
+}
+
+/* The running instance with the highest index. */
+static int
+running_to_block(const struct mgr *mgr, const struct svc_scale *st, const struct mgr_service *svc)
+{
+	for (uint32_t i = RTE_MIN(svc->n_nfs, st->cap); i-- > 0;) {
+		const struct mgr_nf *nf = &mgr->nfs[svc->first_nf + i];
+
+		if (!st->inst[i].starting && !atomic_load(&nf->blocked))
+			return (int)i;
+	}
+	return -1;
+}
+
+/* Run @p want instances: rerun, then spawn; or block. One event. */
+static void
+act(struct mgr *mgr, struct scaler *sc, struct svc_scale *st, uint16_t s, uint32_t want,
+    const char *reason, uint64_t now)
+{
+	const struct mgr_service *svc = &mgr->services[s];
+	struct scale_event e = {.reason = reason,
+				.load_pct = st->running ? st->load_pct / st->running : st->load_pct,
+				.queue = st->queue_max,
+				.from = st->running + st->starting};
+	uint32_t have = e.from;
+	int i;
+
+	while (have < want && (i = blocked_to_rerun(mgr, st, svc)) >= 0) {
+		struct mgr_nf *nf = &mgr->nfs[svc->first_nf + (uint32_t)i];
+
+		set_blocked(mgr, nf, false);
+		st->inst[i].mark_tsc = now;
+		await_first(sc, st, &st->inst[i], nf, AWAIT_RERUN);
+		st->reruns++;
+		e.rerun++;
+		have++;
+	}
+	while (have < want) {
+		if (!spawn_one(mgr, sc, st, s, now)) {
+			e.failed += svc->n_nfs < svc->cap_nfs;
+			break;
+		}
+		e.spawned++;
+		have++;
+	}
+	while (have > want && (i = running_to_block(mgr, st, svc)) >= 0) {
+		set_blocked(mgr, &mgr->nfs[svc->first_nf + (uint32_t)i], true);
+		st->blocks++;
+		e.blocked++;
+		have--;
+	}
+	e.to = have;
+	st->over = st->under = 0;
+	if (e.to == e.from && e.failed == 0)
+		return;
+	st->decisions++;
+	add_event(sc, &mgr->cfg->services[s], &e);
+}
+
+static void
+decide(struct mgr *mgr, struct scaler *sc, struct svc_scale *st, uint16_t s, uint64_t now)
+{
+	const struct sq_cfg_scale *p = &mgr->cfg->services[s].scale;
+	int32_t target = atomic_load(&st->target);
+	uint32_t have = st->running + st->starting;
+	uint32_t avg = st->running ? st->load_pct / st->running : st->load_pct;
+	uint32_t mid = (p->high_wm_pct + p->low_wm_pct) / 2;
+	bool over, under;
+
+	if (target >= 0) {
+		if ((uint32_t)target != have)
+			act(mgr, sc, st, s, (uint32_t)target, "by_hand", now);
+		return;
+	}
+	/* a queue that drains (a backlog from before the last scale-out) is
+	 * no reason for more */
+	over = avg > p->high_wm_pct ||
+	       (st->queue_max > p->queue_high_pkts && st->queue_max >= st->queue_prev);
+	under = !over && st->running > p->min && avg < p->low_wm_pct &&
+		(uint64_t)st->load_pct < (uint64_t)(st->running - 1) * p->high_wm_pct;
+	st->over = over && st->starting == 0 ? st->over + 1 : 0;
+	st->under = under && st->starting == 0 ? st->under + 1 : 0;
+	if (have < p->min) {
+		act(mgr, sc, st, s, p->min, "below_min", now);
+	} else if (have > p->max) {
+		act(mgr, sc, st, s, p->max, "above_max", now);
+	} else if (st->over >= p->hold_intervals) {
+		uint32_t want = RTE_MAX(have + 1, (st->load_pct + mid - 1) / RTE_MAX(mid, 1u));
+
+		want = RTE_MIN(want, p->max);
+		if (want <= have) {
+			st->at_max += !st->was_at_max;
+			st->was_at_max = true;
+			st->over = 0;
+			return;
+		}
+		act(mgr, sc, st, s, want, avg > p->high_wm_pct ? "overload_load" : "overload_queue",
+		    now);
+	} else if (st->under >= p->hold_intervals) {
+		act(mgr, sc, st, s, have - 1, "underload", now);
+	}
+	if (have < p->max)
+		st->was_at_max = false;
+}
+
+static void
+look(struct mgr *mgr, struct scaler *sc, uint16_t s, uint64_t now)
+{
+	const struct sq_cfg_service *cs = &mgr->cfg->services[s];
+	struct mgr_service *svc = &mgr->services[s];
+	struct svc_scale *st = state_of(sc, svc, s);
+	uint64_t dt;
+
+	if (st == NULL || now < st->next_tsc)
+		return;
+	st->next_tsc = now + sc->hz / 1000 * cs->scale.interval_ms;
+	dt = st->last_tsc == 0 ? 0 : now - st->last_tsc;
+	st->last_tsc = now;
+	sample_all(mgr, st, svc, dt);
+	st->looks++;
+	if (dt == 0 || atomic_load(&svc->failed))
+		return; /* the first look only sets where the counters are */
+	decide(mgr, sc, st, s, now);
+}
+
+void
+mgr_scaler_poll(struct mgr *mgr, uint64_t now)
+{
+	struct scaler *sc = mgr->scaler;
+
+	if (sc == NULL)
+		return;
+	if (unlikely(sc->n_await > 0))
+		check_awaiting(mgr, sc, now);
+	if (now < sc->next_tsc)
+		return;
+	/* at most a look a millisecond; each service's interval inside */
+	sc->next_tsc = now + sc->hz / 1000;
+	if (!mgr_control_trylock())
+		return;
+	for (uint16_t s = 0; s < mgr->cfg->n_services; s++)
+		if (mgr->cfg->services[s].scale.enabled && !mgr->cfg->services[s].draining &&
+		    mgr->services[s].cap_nfs > 0)
+			look(mgr, sc, s, now);
+	mgr_control_unlock();
+}
+
+/* ---- telemetry ---- */
+
+static int
+cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The median of the last samples, 0 if none. */
+static uint64_t
+median(const uint64_t *samples, uint64_t n)
+{
+	uint64_t v[SAMPLES_MAX];
+	size_t k = (size_t)RTE_MIN(n, (uint64_t)SAMPLES_MAX);
+
+	if (k == 0)
+		return 0;
+	memcpy(v, samples, k * sizeof(*v));
+	qsort(v, k, sizeof(*v), cmp_u64);
+	return v[k / 2];
+}
+
+static void
+add_service(struct rte_tel_data *d, const struct mgr *mgr, const struct scaler *sc, uint16_t s)
+{
+	const struct sq_cfg_service *cs = &mgr->cfg->services[s];
+	const struct svc_scale *st = &sc->svc[s];
+	struct rte_tel_data *c = rte_tel_data_alloc();
+	int32_t target = atomic_load(&st->target);
+
+	if (c == NULL)
+		return;
+	rte_tel_data_start_dict(c);
+	rte_tel_data_add_dict_string(c, "name", cs->name);
+	rte_tel_data_add_dict_u64(c, "min", cs->scale.min);
+	rte_tel_data_add_dict_u64(c, "max", cs->scale.max);
+	if (target < 0)
+		rte_tel_data_add_dict_string(c, "target", "auto");
+	else
+		rte_tel_data_add_dict_u64(c, "target", (uint64_t)target);
+	rte_tel_data_add_dict_u64(c, "instances", mgr->services[s].n_nfs);
+	rte_tel_data_add_dict_u64(c, "running", st->running);
+	rte_tel_data_add_dict_u64(c, "blocked", st->blocked);
+	rte_tel_data_add_dict_u64(c, "starting", st->starting);
+	rte_tel_data_add_dict_u64(c, "load_pct", st->load_pct);
+	rte_tel_data_add_dict_u64(c, "queue_max", st->queue_max);
+	rte_tel_data_add_dict_u64(c, "over", st->over);
+	rte_tel_data_add_dict_u64(c, "under", st->under);
+	rte_tel_data_add_dict_u64(c, "looks", st->looks);
+	rte_tel_data_add_dict_u64(c, "decisions", st->decisions);
+	rte_tel_data_add_dict_u64(c, "spawns", st->spawns);
+	rte_tel_data_add_dict_u64(c, "reruns", st->reruns);
+	rte_tel_data_add_dict_u64(c, "blocks", st->blocks);
+	rte_tel_data_add_dict_u64(c, "spawn_failed", st->spawn_failed);
+	rte_tel_data_add_dict_u64(c, "at_max", st->at_max);
+	if (rte_tel_data_add_dict_container(d, cs->name, c, 0) < 0)
+		rte_tel_data_free(c);
+}
+
+/* {SERVICE: {...}, "events": N, "scale_out_us_p50": ..., "rerun_us_p50": ...} */
+int
+mgr_scaler_tel_scale(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	struct scaler *sc = the_scaler;
+	uint64_t out, rerun, n_out, n_rerun, n_ev;
+
+	(void)cmd;
+	(void)params;
+	if (sc == NULL)
+		return mgr_tel_error(d, "the scaler is not running");
+	rte_tel_data_start_dict(d);
+	for (uint16_t s = 0; s < sc->mgr->cfg->n_services; s++)
+		if (sc->mgr->cfg->services[s].scale.enabled && sc->mgr->services[s].cap_nfs > 0)
+			add_service(d, sc->mgr, sc, s);
+	rte_spinlock_lock(&sc->lock);
+	out = median(sc->out_us, sc->n_out);
+	rerun = median(sc->rerun_us, sc->n_rerun);
+	n_out = sc->n_out;
+	n_rerun = sc->n_rerun;
+	n_ev = sc->n_ev;
+	rte_spinlock_unlock(&sc->lock);
+	rte_tel_data_add_dict_u64(d, "events", n_ev);
+	rte_tel_data_add_dict_u64(d, "scale_out_us_p50", out);
+	rte_tel_data_add_dict_u64(d, "scale_out_samples", n_out);
+	rte_tel_data_add_dict_u64(d, "rerun_us_p50", rerun);
+	rte_tel_data_add_dict_u64(d, "rerun_samples", n_rerun);
+	return 0;
+}
+
+static void
+add_event_dict(struct rte_tel_data *d, const struct scale_event *e)
+{
+	struct rte_tel_data *c = rte_tel_data_alloc();
+	char key[32];
+
+	if (c == NULL)
+		return;
+	rte_tel_data_start_dict(c);
+	rte_tel_data_add_dict_u64(c, "seq", e->seq);
+	rte_tel_data_add_dict_u64(c, "ms", e->ms);
+	rte_tel_data_add_dict_string(c, "service", e->service);
+	rte_tel_data_add_dict_string(c, "reason", e->reason);
+	rte_tel_data_add_dict_u64(c, "load_pct", e->load_pct);
+	rte_tel_data_add_dict_u64(c, "queue", e->queue);
+	rte_tel_data_add_dict_u64(c, "from", e->from);
+	rte_tel_data_add_dict_u64(c, "to", e->to);
+	rte_tel_data_add_dict_u64(c, "spawned", e->spawned);
+	rte_tel_data_add_dict_u64(c, "rerun", e->rerun);
+	rte_tel_data_add_dict_u64(c, "blocked", e->blocked);
+	rte_tel_data_add_dict_u64(c, "failed", e->failed);
+	snprintf(key, sizeof(key), "e%08" PRIu64, e->seq);
+	if (rte_tel_data_add_dict_container(d, key, c, 0) < 0)
+		rte_tel_data_free(c);
+}
+
+/* The decisions after seq SINCE (default: the last EVENTS_SHOWN), oldest first. */
+int
+mgr_scaler_tel_events(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	struct scaler *sc = the_scaler;
+	struct scale_event copy[EVENTS_SHOWN];
+	uint64_t since = 0, first, n;
+	size_t k = 0;
+	char *end;
+
+	(void)cmd;
+	if (sc == NULL)
+		return mgr_tel_error(d, "the scaler is not running");
+	if (params != NULL && params[0] != '\0') {
+		since = strtoull(params, &end, 10) + 1;
+		if (*end != '\0')
+			return mgr_tel_error(
+				d, "usage: /squall/scale_events[,SEQ] (events after SEQ)");
+	}
+	rte_spinlock_lock(&sc->lock);
+	n = sc->n_ev;
+	first = RTE_MAX(since, n > EVENTS_SHOWN ? n - EVENTS_SHOWN : 0);
+	for (uint64_t q = first; q < n; q++)
+		copy[k++] = sc->ev[q % EVENTS_MAX];
+	rte_spinlock_unlock(&sc->lock);
+	rte_tel_data_start_dict(d);
+	rte_tel_data_add_dict_u64(d, "events", n);
+	for (size_t i = 0; i < k; i++)
+		add_event_dict(d, &copy[i]);
+	return 0;
+}
+
+static const char *
+inst_state(const struct inst *in, const struct mgr_nf *nf)
+{
+	if (in->starting)
+		return "starting";
+	if (!atomic_load(&nf->live))
+		return "down";
+	if (!atomic_load(&nf->blocked))
+		return "running";
+	return atomic_load(&nf->flows) > 0 ? "draining" : "blocked";
+}
+
+/* /squall/scale_nfs,SERVICE: its instances (the first 250). */
+int
+mgr_scaler_tel_nfs(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	struct scaler *sc = the_scaler;
+	const struct mgr *mgr;
+	const struct svc_scale *st;
+	uint64_t ns_per_tsc_x1k;
+	int s;
+
+	(void)cmd;
+	if (sc == NULL)
+		return mgr_tel_error(d, "the scaler is not running");
+	mgr = sc->mgr;
+	s = params != NULL ? sq_config_service_index(mgr->cfg, params) : -1;
+	if (s < 0 || !mgr->cfg->services[s].scale.enabled)
+		return mgr_tel_error(d, "usage: /squall/scale_nfs,SERVICE (a service with scale:)");
+	st = &sc->svc[s];
+	ns_per_tsc_x1k = 1000000000000ull / sc->hz;
+	rte_tel_data_start_dict(d);
+	for (uint32_t i = 0;
+	     st->inst != NULL && i < mgr->services[s].n_nfs && i < st->cap && i < 250; i++) {
+		const struct inst *in = &st->inst[i];
+		const struct mgr_nf *nf = &mgr->nfs[st->first_nf + i];
+		struct rte_tel_data *c = rte_tel_data_alloc();
+		char key[16];
+
+		if (c == NULL)
+			break;
+		rte_tel_data_start_dict(c);
+		rte_tel_data_add_dict_u64(c, "nf", nf->id);
+		rte_tel_data_add_dict_u64(c, "instance", i);
+		rte_tel_data_add_dict_string(c, "state", inst_state(in, nf));
+		rte_tel_data_add_dict_u64(c, "pid", nf->pid > 0 ? (uint64_t)nf->pid : 0);
+		rte_tel_data_add_dict_u64(c, "flows", atomic_load(&nf->flows));
+		rte_tel_data_add_dict_u64(c, "load_pct", in->load_pct);
+		rte_tel_data_add_dict_u64(c, "queue", in->queue);
+		rte_tel_data_add_dict_u64(c, "cost_ns", in->cost_tsc * ns_per_tsc_x1k / 1000);
+		rte_tel_data_add_dict_u64(c, "rx_pkts", nf->ctl->rx_pkts);
+		snprintf(key, sizeof(key), "i%u", i);
+		if (rte_tel_data_add_dict_container(d, key, c, 0) < 0)
+			rte_tel_data_free(c);
+	}
+	return 0;
+}
+
+/* /squall/scale_set,SERVICE,N|auto: run N instances whatever the load, or
+ * let the load decide again. Taken at the service's next look. */
+int
+mgr_scaler_tel_set(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	struct scaler *sc = the_scaler;
+	char name[SQ_CFG_NAME_LEN], *end;
+	const struct sq_cfg_service *cs;
+	const char *comma;
+	long n = -1;
+	int s;
+
+	(void)cmd;
+	if (sc == NULL)
+		return mgr_tel_error(d, "the scaler is not running");
+	comma = params != NULL ? strchr(params, ',') : NULL;
+	if (comma == NULL || (size_t)(comma - params) >= sizeof(name))
+		return mgr_tel_error(d, "usage: /squall/scale_set,SERVICE,N|auto");
+	memcpy(name, params, (size_t)(comma - params));
+	name[comma - params] = '\0';
+	s = sq_config_service_index(sc->mgr->cfg, name);
+	if (s < 0)
+		return mgr_tel_error(d, "no such service");
+	cs = &sc->mgr->cfg->services[s];
+	if (!cs->scale.enabled)
+		return mgr_tel_error(d,
+				     "the service has no scale: policy (its instances are fixed; "
+				     "change them with apply)");
+	if (strcmp(comma + 1, "auto") != 0) {
+		n = strtol(comma + 1, &end, 10);
+		if (comma[1] == '\0' || *end != '\0' || n < 1 || n > (long)cs->scale.max)
+			return mgr_tel_error(d, "N must be 1..scale.max, or auto");
+	}
+	atomic_store(&sc->svc[s].target, (int32_t)n);
+	rte_tel_data_start_dict(d);
+	rte_tel_data_add_dict_string(d, "service", cs->name);
+	if (n < 0)
+		rte_tel_data_add_dict_string(d, "target", "auto");
+	else
+		rte_tel_data_add_dict_u64(d, "target", (uint64_t)n);
+	return 0;
+}
