@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from squall.bench import config, mixes
-from squall.bench.experiment import Context, Experiment, Figure, Series, rounded, spread
+from squall.bench.experiment import Context, Experiment, Figure, rounded, spread, spread_series
 from squall.bench.method import Method
 from squall.bench.search import NDR, PDR, RateSearch
 from squall.bench.trial import gen_trial
@@ -150,16 +150,7 @@ def run(ctx: Context) -> None:
             f"1-NF chain PDR with and without a capture ({mix.label} frames)",
             "capture",
             "PDR (Mpps)",
-            [
-                Series(
-                    "Squall",
-                    list(cases),
-                    [s["median"] for s in sp],
-                    [s["min"] for s in sp],
-                    [s["max"] for s in sp],
-                    "o",
-                )
-            ],
+            [spread_series("Squall", list(cases), sp, "o")],
             xscale="category",
             caption=(
                 "off: no capture; on: every packet the NF receives copied and written as "

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from squall.bench import config, mixes
-from squall.bench.experiment import Context, Experiment, Figure, Series, rounded, spread
+from squall.bench.experiment import Context, Experiment, Figure, rounded, spread, spread_series
 from squall.bench.method import Method, Point, measure_rep
 from squall.bench.paths import BUILD, ROOT
 
@@ -104,16 +104,7 @@ def run(ctx: Context) -> None:
             f"1-NF chain PDR with and without the guard's checks ({mix.label} frames)",
             "build",
             "PDR (Mpps)",
-            [
-                Series(
-                    "Squall",
-                    list(builds),
-                    [s["median"] for s in sp],
-                    [s["min"] for s in sp],
-                    [s["max"] for s in sp],
-                    "o",
-                )
-            ],
+            [spread_series("Squall", list(builds), sp, "o")],
             xscale="category",
             caption=(
                 "checks: every descriptor an NF hands back looked up in the manager's own "

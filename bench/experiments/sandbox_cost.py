@@ -9,7 +9,7 @@ import subprocess
 from typing import Any
 
 from squall.bench import config, mixes
-from squall.bench.experiment import Context, Experiment, Figure, Series, rounded, spread
+from squall.bench.experiment import Context, Experiment, Figure, rounded, spread, spread_series
 from squall.bench.method import Method, Point, measure_rep
 from squall.bench.paths import BUILD
 
@@ -95,16 +95,7 @@ def run(ctx: Context) -> None:
             f"1-NF chain PDR with the NF sandboxed or not ({mix.label} frames)",
             "sandbox",
             "PDR (Mpps)",
-            [
-                Series(
-                    "Squall",
-                    list(CASES),
-                    [s["median"] for s in sp],
-                    [s["min"] for s in sp],
-                    [s["max"] for s in sp],
-                    "o",
-                )
-            ],
+            [spread_series("Squall", list(CASES), sp, "o")],
             xscale="category",
             caption=(
                 "none: the NF runs as manager.nf_user without capabilities (the default); "
