@@ -238,6 +238,9 @@ def start_http_server(
     return srv, name
 
 
+IPERF_BUSY_TRIES = 10
+
+
 def iperf3(
     seconds: float, streams: int = 1, reverse: bool = False, hosts: Hosts = DEFAULT
 ) -> tuple[dict[str, Any], list[str]]:
@@ -246,13 +249,20 @@ def iperf3(
     cmd = ["iperf3", "-c", hosts.server_ip, "-p", str(IPERF_PORT), "-t", f"{seconds:g}", "-J",
            "-P", str(streams), *(["-R"] if reverse else [])]  # fmt: skip
     full = in_ns(hosts.client_ns, cmd)
-    r = subprocess.run(full, capture_output=True, text=True, timeout=seconds + 30, check=False)
-    try:
-        data = json.loads(r.stdout)
-    except json.JSONDecodeError:
-        raise BenchError(
-            f"iperf3 exited {r.returncode}: {r.stderr.strip() or r.stdout[:300]}"
-        ) from None
+    # The server takes one test at a time and may still be closing the last
+    # one (its end exchange cut short when a manager stopped right after the
+    # client returned): "busy" is worth a bounded wait, not a failed run.
+    for _ in range(IPERF_BUSY_TRIES):
+        r = subprocess.run(full, capture_output=True, text=True, timeout=seconds + 30, check=False)
+        try:
+            data = json.loads(r.stdout)
+        except json.JSONDecodeError:
+            raise BenchError(
+                f"iperf3 exited {r.returncode}: {r.stderr.strip() or r.stdout[:300]}"
+            ) from None
+        if "busy" not in str(data.get("error", "")):
+            break
+        time.sleep(1.0)
     if "error" in data:
         raise BenchError(f"iperf3: {data['error']}{_ns_hint()}")
     end = data["end"]
