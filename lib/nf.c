@@ -48,6 +48,7 @@ struct sq_nf {
 	struct rte_ring *tx;
 	/* Read once at attach: the region's copies are writable by any NF. */
 	_Atomic uint64_t *tx_ready;
+	_Atomic uint64_t *msg_ready;
 	uint32_t id;
 	uint32_t core_group;
 	sq_pkt_handler_fn pkt_fn;
@@ -55,6 +56,12 @@ struct sq_nf {
 	void *handler_arg;
 	sq_state_cleaner_fn cleaner_fn;
 	void *cleaner_arg;
+	sq_msg_handler_fn msg_fn;
+	void *msg_arg;
+	/* Our own message counts: the region's copies are writable by any NF. */
+	uint32_t msg_in_tail;
+	uint32_t msg_out_head;
+	bool blocked;             /* the manager sent SQ_MSG_BLOCK (and no RERUN since) */
 	uint64_t spin_tsc;        /* the configured spin (spin_us) */
 	uint64_t spin_cur_tsc;    /* the spin now: adapts between 0 and spin_tsc */
 	uint64_t spin_yield_tsc;  /* a spinning NF yields the core this often */
@@ -193,7 +200,7 @@ sq_nf_init(int argc, char **argv, struct sq_nf **out)
 		goto out_unmap;
 	}
 	if (nf->ctl->core_group >= SQ_CORE_GROUPS ||
-	    nf->hdr->tx_ready_off + sq_tx_ready_words(nf->hdr->max_nfs) * sizeof(uint64_t) >
+	    nf->hdr->tx_ready_off + 2 * sq_tx_ready_words(nf->hdr->max_nfs) * sizeof(uint64_t) >
 		    nf->hdr->len_bytes) {
 		SQ_LOG(ERR, NF, "NF slot %ld: corrupt control block\n", id);
 		ret = -EPROTO;
@@ -202,8 +209,12 @@ sq_nf_init(int argc, char **argv, struct sq_nf **out)
 	nf->id = (uint32_t)id;
 	nf->core_group = nf->ctl->core_group;
 	nf->tx_ready = sq_region_tx_ready(nf->hdr);
+	nf->msg_ready = sq_region_msg_ready(nf->hdr);
 	nf->rx = sq_region_ptr(nf->hdr, nf->ctl->rx_ring_off);
 	nf->tx = sq_region_ptr(nf->hdr, nf->ctl->tx_ring_off);
+	/* the manager set both rings empty before it started us */
+	nf->msg_in_tail = atomic_load(&nf->ctl->msg_in_head);
+	nf->msg_out_head = atomic_load(&nf->ctl->msg_out_tail);
 	nf->spin_tsc = nf->ctl->spin_ns * nf->hdr->tsc_hz / 1000000000ull;
 	nf->spin_cur_tsc = nf->spin_tsc;
 	nf->spin_yield_tsc = SPIN_YIELD_NS * nf->hdr->tsc_hz / 1000000000ull;
@@ -291,6 +302,100 @@ sq_nf_counter_add(struct sq_nf *nf, int idx, uint64_t n)
 {
 	if (idx >= 0 && idx < SQ_NF_COUNTERS)
 		nf->ctl->counters[idx] += n;
+}
+
+int
+sq_nf_set_msg_handler(struct sq_nf *nf, sq_msg_handler_fn fn, void *arg)
+{
+	if (fn == NULL)
+		return -EINVAL;
+	nf->msg_fn = fn;
+	nf->msg_arg = arg;
+	return 0;
+}
+
+bool
+sq_nf_blocked(const struct sq_nf *nf)
+{
+	return nf->blocked;
+}
+
+/* Post on msg_out, then set our bit in the msg-ready bitmap (after the
+ * head, as for tx-ready: the manager clears the bit before it reads). */
+static int
+msg_post(struct sq_nf *nf, uint32_t type, const void *data, uint32_t len)
+{
+	struct sq_msg *slot;
+
+	if (nf->msg_out_head - atomic_load_explicit(&nf->ctl->msg_out_tail, memory_order_acquire) >=
+	    SQ_MSG_SLOTS) {
+		nf->ctl->msgs_unsent++;
+		return -ENOBUFS;
+	}
+	slot = &nf->ctl->msg_out[nf->msg_out_head % SQ_MSG_SLOTS];
+	slot->type = type;
+	slot->len = len;
+	if (len > 0)
+		memcpy(slot->data, data, len);
+	nf->msg_out_head++;
+	atomic_store_explicit(&nf->ctl->msg_out_head, nf->msg_out_head, memory_order_release);
+	atomic_fetch_or_explicit(&nf->msg_ready[nf->id / 64], 1ull << (nf->id % 64),
+				 memory_order_seq_cst);
+	return 0;
+}
+
+int
+sq_nf_msg_send(struct sq_nf *nf, uint32_t type, const void *data, uint32_t len)
+{
+	if (type < SQ_MSG_USER || len > SQ_MSG_DATA_LEN || (len > 0 && data == NULL))
+		return -EINVAL;
+	return msg_post(nf, type, data, len);
+}
+
+static bool
+msgs_waiting(const struct sq_nf *nf)
+{
+	return atomic_load_explicit(&nf->ctl->msg_in_head, memory_order_relaxed) != nf->msg_in_tail;
+}
+
+/* libsquall's part of a message, before the NF's handler sees it. */
+static void
+act_on(struct sq_nf *nf, const struct sq_msg *m)
+{
+	switch (m->type) {
+	case SQ_MSG_BLOCK:
+		nf->blocked = true;
+		msg_post(nf, SQ_MSG_BLOCKED, NULL, 0);
+		break;
+	case SQ_MSG_RERUN:
+		nf->blocked = false;
+		msg_post(nf, SQ_MSG_RUNNING, NULL, 0);
+		break;
+	case SQ_MSG_STOP: nf->stop_local = 1; break;
+	default: break;
+	}
+}
+
+/* Between bursts: take what the manager sent (the manager is trusted; a
+ * count beyond a ring is still not read past it). */
+static void
+take_msgs(struct sq_nf *nf)
+{
+	uint32_t head = atomic_load_explicit(&nf->ctl->msg_in_head, memory_order_acquire);
+
+	if (head - nf->msg_in_tail > SQ_MSG_SLOTS)
+		nf->msg_in_tail = head - SQ_MSG_SLOTS;
+	while (nf->msg_in_tail != head) {
+		struct sq_msg m = nf->ctl->msg_in[nf->msg_in_tail % SQ_MSG_SLOTS];
+
+		nf->msg_in_tail++;
+		atomic_store_explicit(&nf->ctl->msg_in_tail, nf->msg_in_tail, memory_order_release);
+		nf->ctl->msgs_taken++;
+		m.len = RTE_MIN(m.len, (uint32_t)SQ_MSG_DATA_LEN);
+		act_on(nf, &m);
+		if (nf->msg_fn != NULL)
+			nf->msg_fn(nf, &m, nf->msg_arg);
+	}
 }
 
 struct sq_nf_ctl *
@@ -586,7 +691,7 @@ nf_sleep(struct sq_nf *nf)
 	 * manager does the mirror image: enqueue, full fence, read state. */
 	atomic_store_explicit(&nf->ctl->state, SQ_NF_ASLEEP, memory_order_seq_cst);
 	nf->ctl->sleeps++;
-	if (rte_ring_count(nf->rx) > 0 || nf_should_stop(nf)) {
+	if (rte_ring_count(nf->rx) > 0 || nf_should_stop(nf) || msgs_waiting(nf)) {
 		/* If the CAS fails the manager already chose to wake us; its one
 		 * FUTEX_WAKE finds no waiter, which is harmless. */
 		if (atomic_compare_exchange_strong(&nf->ctl->state, &expected, SQ_NF_AWAKE))
@@ -631,7 +736,13 @@ nf_loop(struct sq_nf *nf)
 	uint64_t sleep_tsc;
 
 	while (!nf_should_stop(nf)) {
-		unsigned int n = nf_poll_once(nf);
+		unsigned int n;
+
+		if (unlikely(msgs_waiting(nf))) {
+			take_msgs(nf);
+			continue;
+		}
+		n = nf_poll_once(nf);
 
 		if (n > 0) {
 			/* Share the core: after a batch budget let other NFs run. The
@@ -646,7 +757,9 @@ nf_loop(struct sq_nf *nf)
 			}
 			continue;
 		}
-		if (poll_mode) {
+		/* A blocked instance sleeps whenever it is idle, even in poll
+		 * mode: the flows it still has wake it like a sleeping NF's. */
+		if (poll_mode && !nf->blocked) {
 			end_flow_if_asked(nf);
 			rte_pause();
 			if (++empty_polls % POLL_CHECK_EVERY == 0 && mgr_is_gone(nf))
@@ -657,7 +770,8 @@ nf_loop(struct sq_nf *nf)
 		/* A real-time NF does not spin: its sched_yield gives the core
 		 * only to NFs of its own priority, so a spin would keep every
 		 * lower one (the earlier hops, under chain_priority) off it. */
-		if (!atomic_load_explicit(&nf->ctl->realtime, memory_order_relaxed) &&
+		if (!nf->blocked &&
+		    !atomic_load_explicit(&nf->ctl->realtime, memory_order_relaxed) &&
 		    spin_for_pkts(nf))
 			continue;
 		done_pkts = 0;

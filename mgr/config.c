@@ -903,10 +903,6 @@ parse_scale(struct ctx *c, const yaml_node_t *node, const char *base, struct sq_
 			      &sc->queue_high_pkts);
 	if (ret != 0)
 		return ret;
-	if (svc->mode == SQ_NF_MODE_POLL)
-		return fail(c, node, base, "scale",
-			    "a poll-mode service cannot scale (a blocked instance would spin on "
-			    "its core); use mode: sleep");
 	if (!has_instances)
 		svc->instances = sc->min;
 	else if (svc->instances < sc->min || svc->instances > sc->max)

@@ -22,6 +22,7 @@
 #include "capture.h"
 #include "mgr.h"
 #include "sandbox.h"
+#include "msg.h"
 #include "scaler.h"
 
 RTE_LOG_REGISTER(sq_logtype_mgr, squall.mgr, NOTICE);
@@ -233,7 +234,7 @@ run_loop(struct mgr *mgr, const struct options *o, bool rx_elsewhere)
 	uint64_t hz = rte_get_tsc_hz();
 	uint64_t ctl_period = hz / 1000 * CTL_PERIOD_MS;
 	uint64_t start = rte_rdtsc(), next_ctl = start + ctl_period;
-	uint64_t next_reap = start;
+	uint64_t next_reap = start, next_msg = start;
 
 	while (!stop_requested) {
 		uint64_t now;
@@ -251,6 +252,11 @@ run_loop(struct mgr *mgr, const struct options *o, bool rx_elsewhere)
 			mgr_nfs_supervise(mgr);
 		now = rte_rdtsc();
 		mgr_scaler_poll(mgr, now);
+		/* NFs' messages: a read of the msg-ready bitmap a millisecond */
+		if (now >= next_msg) {
+			next_msg = now + hz / 1000;
+			mgr_msg_poll(mgr);
+		}
 		if (now < next_ctl)
 			continue;
 		/* Off the hot path: reap NFs (a system call), print stats. */
@@ -302,6 +308,8 @@ start(struct mgr *mgr, const struct options *o, char *err, size_t err_len)
 			 strerror(-ret));
 		return ret;
 	}
+	if (mgr_msg_init(mgr) < 0)
+		return -ENOMEM;
 	ret = mgr_nfs_spawn_all(mgr);
 	if (ret < 0)
 		return ret;
@@ -354,6 +362,7 @@ shutdown_mgr(struct mgr *mgr, const struct options *o, bool rx_elsewhere)
 	}
 	mgr_scaler_free(mgr);
 	mgr_nfs_free(mgr);
+	mgr_msg_free(mgr);
 	mgr_gen_free(mgr);
 	mgr_director_free(mgr);
 	mgr_tx_free(mgr);

@@ -235,7 +235,8 @@ struct mgr {
 	int region_fd;                     /* open while region_path is set */
 	/* The manager's own copies of header fields an NF can rewrite (region.c
 	 * checks the region against them, off the hot path). */
-	_Atomic uint64_t *tx_ready; /* the tx-ready bitmap */
+	_Atomic uint64_t *tx_ready;  /* the tx-ready bitmap */
+	_Atomic uint64_t *msg_ready; /* the msg-ready bitmap, right after it */
 	uint64_t tx_ready_off;
 	uint32_t mgr_state;
 	uint32_t region_check_next;               /* the next NF whose ctl the check reads */
@@ -295,6 +296,7 @@ struct mgr {
 	struct supervisor *sup; /* nfs.c: NFs waiting to be restarted */
 	_Atomic bool sup_busy;  /* the supervisor has work: poll it every round */
 	struct scaler *scaler;  /* scaler.c: services that follow their load */
+	struct msgs *msgs;      /* msg.c: the manager's end of the NFs' message rings */
 	uint32_t wd_pos;        /* the watchdog's place in its walk over the NFs */
 };
 

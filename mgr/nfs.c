@@ -22,6 +22,7 @@
 
 #include "guard.h"
 #include "mgr.h"
+#include "msg.h"
 #include "sandbox.h"
 #include "spawn.h"
 
@@ -264,6 +265,7 @@ mgr_nfs_spawn(struct mgr *mgr, struct mgr_nf *nf)
 	argv[cs->n_args + 1] = NULL;
 
 	atomic_store(&nf->ctl->pid, 0); /* the new process claims the slot */
+	mgr_msg_nf_starting(mgr, nf);
 	if (nf->ring_broken) {
 		/* The last process of this slot scrambled its rings (its packets
 		 * were reclaimed by their tags): start them anew. */
@@ -957,6 +959,9 @@ mgr_nfs_retire(struct mgr *mgr, struct mgr_nf *nf)
 	atomic_store(&nf->retiring, true);
 	if (nf->pid <= 0)
 		return;
-	atomic_store(&nf->ctl->stop, 1);
+	/* A STOP message, or the stop word where its ring refuses one (full,
+	 * or an NF that lies about it): either ends the loop after the burst. */
+	if (mgr_msg_send(mgr, nf, SQ_MSG_STOP, NULL, 0) < 0)
+		atomic_store(&nf->ctl->stop, 1);
 	mgr_wakeup_force(mgr, nf);
 }

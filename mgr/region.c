@@ -172,6 +172,7 @@ fill_header(struct mgr *mgr, size_t len, uint32_t max_nfs, size_t table_off, siz
 	hdr->tx_ready_off = ready_off;
 	mgr->tx_ready_off = ready_off;
 	mgr->tx_ready = (_Atomic uint64_t *)((uintptr_t)hdr + ready_off);
+	mgr->msg_ready = mgr->tx_ready + sq_tx_ready_words(max_nfs);
 	hdr->max_nfs = max_nfs;
 	hdr->nf_ctl_size = sizeof(struct sq_nf_ctl);
 	hdr->mbuf_priv_size = SQ_PKT_META_SIZE;
@@ -329,7 +330,8 @@ mgr_region_create(struct mgr *mgr, const char *want_dir)
 	table_off = RTE_ALIGN_CEIL(sizeof(struct sq_region_hdr), RTE_CACHE_LINE_SIZE);
 	ready_off = RTE_ALIGN_CEIL(table_off + (size_t)max_nfs * sizeof(struct sq_nf_ctl),
 				   RTE_CACHE_LINE_SIZE);
-	heap_off = RTE_ALIGN_CEIL(ready_off + sq_tx_ready_words(max_nfs) * sizeof(uint64_t),
+	/* the tx-ready bitmap, then the msg-ready one (region.h) */
+	heap_off = RTE_ALIGN_CEIL(ready_off + 2 * sq_tx_ready_words(max_nfs) * sizeof(uint64_t),
 				  page_bytes);
 	if (heap_off + (16u << 20) > len) {
 		MGR_LOG(ERR, "region of %u MiB is too small for %u NFs\n", mgr->cfg->region_mb,
@@ -447,6 +449,35 @@ repair_ring(struct mgr *mgr, struct rte_ring *r, uint32_t mask)
 	r->capacity = mask;
 }
 
+/* The producer positions of an NF's rx ring, which only the manager moves:
+ * an NF that set its tail back hides packets from itself, and the next
+ * enqueue would write them again from ours (nfring.h); with no next
+ * enqueue (no more traffic for it) they would stay hidden. Written from
+ * ours here, and the NF woken to see them. */
+static void
+repair_rx_positions(struct mgr *mgr, struct mgr_nf *nf)
+{
+	struct rte_ring *r = nf->rx;
+	bool moved;
+
+	if (nf->ring_broken) /* killed for it; its rings start anew with the next process */
+		return;
+	if (mgr->rx_elsewhere)
+		rte_spinlock_lock(&nf->rx_lock);
+	moved = r->prod.tail != nf->rx_prod || r->prod.head != nf->rx_prod;
+	if (moved) {
+		__atomic_store_n(&r->prod.head, nf->rx_prod, __ATOMIC_RELAXED);
+		__atomic_store_n(&r->prod.tail, nf->rx_prod, __ATOMIC_RELEASE);
+	}
+	if (mgr->rx_elsewhere)
+		rte_spinlock_unlock(&nf->rx_lock);
+	if (!moved)
+		return;
+	mgr->region_corrupt[MGR_CORRUPT_RING]++;
+	if (nf->pid > 0)
+		mgr_wakeup_force(mgr, nf);
+}
+
 /* An NF's ctl: the manager uses its own copies (struct mgr_nf, the config);
  * what it repairs here is for the NFs that read them and for the count. */
 static void
@@ -470,6 +501,7 @@ check_ctl(struct mgr *mgr, struct mgr_nf *nf)
 	}
 	repair_ring(mgr, nf->rx, nf->rx_mask);
 	repair_ring(mgr, nf->tx, nf->tx_mask);
+	repair_rx_positions(mgr, nf);
 	/* The manager sets stop only when it stops everything. */
 	if (mgr->mgr_state != SQ_MGR_STOPPING &&
 	    atomic_load_explicit(&ctl->stop, memory_order_relaxed) != 0) {

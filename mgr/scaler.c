@@ -40,6 +40,7 @@
 
 #include "control.h"
 #include "mgr.h"
+#include "msg.h"
 #include "scaler.h"
 
 #define EVENTS_MAX      256 /* decisions kept for /squall/scale_events */
@@ -50,6 +51,12 @@
 #define BACKOFF_MIN_MS  10
 #define BACKOFF_MAX_MS  5000
 #define MIN_COST_PKTS   8 /* fewer handled in a look: keep the last cost */
+/* The NF core, over windows of CORE_LOOK_MS: full when /proc/stat shows it
+ * busy (jiffies: 10 ms) at CORE_FULL_PCT and its NFs' handlers took
+ * CORE_WORK_PCT of it (busy alone would count idle NFs' spinning). */
+#define CORE_LOOK_MS    100
+#define CORE_FULL_PCT   95
+#define CORE_WORK_PCT   85
 
 enum await { AWAIT_NONE, AWAIT_SPAWN, AWAIT_RERUN };
 
@@ -59,8 +66,10 @@ struct inst {
 	uint64_t cost_tsc;                 /* handler time per packet, last known */
 	uint32_t load_pct;
 	uint32_t queue;
-	bool starting; /* spawned here, not running its loop yet */
-	uint8_t await; /* enum await: its first packet is wanted */
+	bool starting;  /* spawned here, not running its loop yet */
+	uint8_t told;   /* the last SQ_MSG_BLOCK or SQ_MSG_RERUN it took from us */
+	pid_t told_pid; /* ... the process it told */
+	uint8_t await;  /* enum await: its first packet is wanted */
 	uint64_t mark_tsc;
 	uint64_t rx_base;
 };
@@ -78,6 +87,8 @@ struct svc_scale {
 	uint32_t queue_max;
 	uint32_t queue_prev; /* queue_max at the look before */
 	bool was_at_max;
+	bool was_core_full;
+	uint64_t core_full; /* overloads not acted on: the NF core was full */
 	uint64_t looks, decisions, spawns, reruns, blocks, spawn_failed, at_max;
 	uint32_t backoff_ms;
 	uint64_t retry_tsc;
@@ -90,9 +101,20 @@ struct scale_event {
 	uint32_t load_pct, queue, from, to, spawned, rerun, blocked, failed;
 };
 
+/* The core every NF is pinned to (manager.nf_core), seen from /proc/stat. */
+struct core_watch {
+	uint64_t next_tsc, last_tsc;
+	uint64_t busy, total; /* jiffies at the last look */
+	uint64_t handler_tsc; /* summed over the NFs, at the last look */
+	uint32_t busy_pct;    /* over the last window */
+	uint32_t work_pct;    /* ... in the NFs' handlers (wall clock) */
+	bool seen;
+};
+
 struct scaler {
 	struct mgr *mgr;
 	struct svc_scale svc[SQ_MAX_SERVICES];
+	struct core_watch core;
 	uint64_t start_tsc, next_tsc, hz;
 	uint32_t n_await;
 	rte_spinlock_t lock; /* events and samples: the main lcore writes, telemetry reads */
@@ -195,11 +217,31 @@ state_of(struct scaler *sc, const struct mgr_service *svc, uint16_t s)
 	return st;
 }
 
+/* Tell the instance what the director already acts on (nf->blocked): a
+ * BLOCK lets it sleep whenever idle, even in poll mode, and a RERUN puts it
+ * back to its mode (seed 003 §IV.B). A new process of the slot starts
+ * running; a message its full ring turned away goes at the next look. */
 static void
-set_blocked(struct mgr *mgr, struct mgr_nf *nf, bool blocked)
+tell(struct mgr *mgr, struct inst *in, struct mgr_nf *nf)
+{
+	uint8_t want = atomic_load(&nf->blocked) ? SQ_MSG_BLOCK : SQ_MSG_RERUN;
+
+	if (in->starting || nf->pid <= 0)
+		return;
+	if (nf->pid != in->told_pid) {
+		in->told_pid = nf->pid;
+		in->told = SQ_MSG_RERUN;
+	}
+	if (in->told != want && mgr_msg_send(mgr, nf, want, NULL, 0) == 0)
+		in->told = want;
+}
+
+static void
+set_blocked(struct mgr *mgr, struct inst *in, struct mgr_nf *nf, bool blocked)
 {
 	atomic_store_explicit(&nf->blocked, blocked, memory_order_relaxed);
 	atomic_fetch_add_explicit(&mgr->services[nf->service].scale_gen, 1, memory_order_release);
+	tell(mgr, in, nf);
 }
 
 static void
@@ -246,7 +288,7 @@ check_starting(struct mgr *mgr, struct scaler *sc, struct svc_scale *st, struct 
 		in->starting = false;
 		in->await = AWAIT_SPAWN;
 		in->rx_base = nf->ctl->rx_pkts;
-		set_blocked(mgr, nf, false);
+		set_blocked(mgr, in, nf, false);
 		return;
 	}
 	if (nf->pid <= 0 && atomic_load(&nf->reaped)) {
@@ -436,7 +478,7 @@ act(struct mgr *mgr, struct scaler *sc, struct svc_scale *st, uint16_t s, uint32
 	while (have < want && (i = blocked_to_rerun(mgr, st, svc)) >= 0) {
 		struct mgr_nf *nf = &mgr->nfs[svc->first_nf + (uint32_t)i];
 
-		set_blocked(mgr, nf, false);
+		set_blocked(mgr, &st->inst[i], nf, false);
 		st->inst[i].mark_tsc = now;
 		await_first(sc, st, &st->inst[i], nf, AWAIT_RERUN);
 		st->reruns++;
@@ -452,7 +494,7 @@ act(struct mgr *mgr, struct scaler *sc, struct svc_scale *st, uint16_t s, uint32
 		have++;
 	}
 	while (have > want && (i = running_to_block(mgr, st, svc)) >= 0) {
-		set_blocked(mgr, &mgr->nfs[svc->first_nf + (uint32_t)i], true);
+		set_blocked(mgr, &st->inst[i], &mgr->nfs[svc->first_nf + (uint32_t)i], true);
 		st->blocks++;
 		e.blocked++;
 		have--;
@@ -463,6 +505,90 @@ act(struct mgr *mgr, struct scaler *sc, struct svc_scale *st, uint16_t s, uint32
 		return;
 	st->decisions++;
 	add_event(sc, &mgr->cfg->services[s], &e);
+}
+
+/* cpuN's busy and total jiffies from /proc/stat. @return 0, or -1. */
+static int
+read_core(int core, uint64_t *busy, uint64_t *total)
+{
+	char line[256], tag[16];
+	unsigned long long v[8] = {0};
+	FILE *f = fopen("/proc/stat", "re");
+	int ret = -1;
+
+	if (f == NULL)
+		return -1;
+	snprintf(tag, sizeof(tag), "cpu%d ", core);
+	while (fgets(line, sizeof(line), f) != NULL) {
+		if (strncmp(line, tag, strlen(tag)) != 0)
+			continue;
+		if (sscanf(line + strlen(tag), "%llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
+			   &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) >= 4) {
+			*total = v[0] + v[1] + v[2] + v[3] + v[4] + v[5] + v[6] + v[7];
+			*busy = *total - v[3] - v[4]; /* not idle, not iowait */
+			ret = 0;
+		}
+		break;
+	}
+	fclose(f);
+	return ret;
+}
+
+/* Every CORE_LOOK_MS: how busy the NF core was. A scaled service whose
+ * instances all share it gains nothing from one more once it is full:
+ * another instance only adds switches (seed 003 gives each new instance a
+ * core of its own; here they share manager.nf_core). */
+/* Handler time of every NF with a process, summed (they share the core). */
+static uint64_t
+handlers_tsc(const struct mgr *mgr)
+{
+	uint64_t sum = 0;
+
+	for (uint32_t i = 0; i < mgr->n_nfs; i++)
+		if (mgr->nfs[i].pid > 0)
+			sum += mgr->nfs[i].ctl->handler_tsc;
+	return sum;
+}
+
+/* Every CORE_LOOK_MS: how busy the NF core was, and with what. A scaled
+ * service whose instances all share it gains nothing from one more once it
+ * is full of work: another instance only adds switches (seed 003 gives each
+ * new instance a core of its own; here they share manager.nf_core). An NF
+ * that waits inside its handler (for a device) counts as work too, but
+ * leaves the core idle, so the two tests together hold. */
+static void
+core_look(struct mgr *mgr, struct scaler *sc, uint64_t now)
+{
+	struct core_watch *cw = &sc->core;
+	uint64_t busy, total, handler;
+
+	if (mgr->cfg->nf_core < 0 || now < cw->next_tsc)
+		return;
+	cw->next_tsc = now + sc->hz / 1000 * CORE_LOOK_MS;
+	if (read_core(mgr->cfg->nf_core, &busy, &total) < 0)
+		return;
+	handler = handlers_tsc(mgr);
+	if (cw->seen && total > cw->total && now > cw->last_tsc) {
+		cw->busy_pct = (uint32_t)((busy - cw->busy) * 100 / (total - cw->total));
+		/* (an NF restarted since the last look restarts its count) */
+		cw->work_pct = handler > cw->handler_tsc
+				       ? (uint32_t)RTE_MIN((handler - cw->handler_tsc) * 100 /
+								   (now - cw->last_tsc),
+							   (uint64_t)UINT32_MAX)
+				       : 0;
+	}
+	cw->busy = busy;
+	cw->total = total;
+	cw->handler_tsc = handler;
+	cw->last_tsc = now;
+	cw->seen = true;
+}
+
+static bool
+core_full(const struct mgr *mgr, const struct scaler *sc)
+{
+	return mgr->cfg->nf_core >= 0 && sc->core.busy_pct >= CORE_FULL_PCT &&
+	       sc->core.work_pct >= CORE_WORK_PCT;
 }
 
 static void
@@ -502,6 +628,12 @@ decide(struct mgr *mgr, struct scaler *sc, struct svc_scale *st, uint16_t s, uin
 			st->over = 0;
 			return;
 		}
+		if (core_full(mgr, sc)) {
+			st->core_full += !st->was_core_full;
+			st->was_core_full = true;
+			st->over = 0;
+			return;
+		}
 		act(mgr, sc, st, s, want, avg > p->high_wm_pct ? "overload_load" : "overload_queue",
 		    now);
 	} else if (st->under >= p->hold_intervals) {
@@ -509,6 +641,8 @@ decide(struct mgr *mgr, struct scaler *sc, struct svc_scale *st, uint16_t s, uin
 	}
 	if (have < p->max)
 		st->was_at_max = false;
+	if (!core_full(mgr, sc))
+		st->was_core_full = false;
 }
 
 static void
@@ -525,6 +659,8 @@ look(struct mgr *mgr, struct scaler *sc, uint16_t s, uint64_t now)
 	dt = st->last_tsc == 0 ? 0 : now - st->last_tsc;
 	st->last_tsc = now;
 	sample_all(mgr, st, svc, dt);
+	for (uint32_t i = 0; i < svc->n_nfs && i < st->cap; i++)
+		tell(mgr, &st->inst[i], &mgr->nfs[svc->first_nf + i]);
 	st->looks++;
 	if (dt == 0 || atomic_load(&svc->failed))
 		return; /* the first look only sets where the counters are */
@@ -546,6 +682,7 @@ mgr_scaler_poll(struct mgr *mgr, uint64_t now)
 	sc->next_tsc = now + sc->hz / 1000;
 	if (!mgr_control_trylock())
 		return;
+	core_look(mgr, sc, now);
 	for (uint16_t s = 0; s < mgr->cfg->n_services; s++)
 		if (mgr->cfg->services[s].scale.enabled && !mgr->cfg->services[s].draining &&
 		    mgr->services[s].cap_nfs > 0)
@@ -610,6 +747,7 @@ add_service(struct rte_tel_data *d, const struct mgr *mgr, const struct scaler *
 	rte_tel_data_add_dict_u64(c, "blocks", st->blocks);
 	rte_tel_data_add_dict_u64(c, "spawn_failed", st->spawn_failed);
 	rte_tel_data_add_dict_u64(c, "at_max", st->at_max);
+	rte_tel_data_add_dict_u64(c, "core_full", st->core_full);
 	if (rte_tel_data_add_dict_container(d, cs->name, c, 0) < 0)
 		rte_tel_data_free(c);
 }
@@ -637,6 +775,8 @@ mgr_scaler_tel_scale(const char *cmd, const char *params, struct rte_tel_data *d
 	n_ev = sc->n_ev;
 	rte_spinlock_unlock(&sc->lock);
 	rte_tel_data_add_dict_u64(d, "events", n_ev);
+	rte_tel_data_add_dict_u64(d, "nf_core_busy_pct", sc->core.busy_pct);
+	rte_tel_data_add_dict_u64(d, "nf_core_work_pct", sc->core.work_pct);
 	rte_tel_data_add_dict_u64(d, "scale_out_us_p50", out);
 	rte_tel_data_add_dict_u64(d, "scale_out_samples", n_out);
 	rte_tel_data_add_dict_u64(d, "rerun_us_p50", rerun);
@@ -753,6 +893,12 @@ mgr_scaler_tel_nfs(const char *cmd, const char *params, struct rte_tel_data *d)
 		rte_tel_data_add_dict_u64(c, "queue", in->queue);
 		rte_tel_data_add_dict_u64(c, "cost_ns", in->cost_tsc * ns_per_tsc_x1k / 1000);
 		rte_tel_data_add_dict_u64(c, "rx_pkts", nf->ctl->rx_pkts);
+		/* what the NF itself last said it is (its acknowledgement) */
+		rte_tel_data_add_dict_string(
+			c, "acked",
+			mgr_msg_acked(mgr, nf->id) == SQ_MSG_BLOCKED   ? "blocked"
+			: mgr_msg_acked(mgr, nf->id) == SQ_MSG_RUNNING ? "running"
+								       : "");
 		snprintf(key, sizeof(key), "i%u", i);
 		if (rte_tel_data_add_dict_container(d, key, c, 0) < 0)
 			rte_tel_data_free(c);

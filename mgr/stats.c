@@ -195,6 +195,8 @@ visit_nf(const struct mgr *mgr, const struct mgr_nf *nf, struct stats_sink *s)
 	s->u64(s, "realtime", atomic_load_explicit(&ctl->realtime, memory_order_relaxed));
 	s->u64(s, "nice_plus_20", (uint64_t)(nf->nice + 20));
 	s->u64(s, "tx_ring_count", rte_ring_count(nf->tx));
+	s->u64(s, "msgs_taken", ctl->msgs_taken);
+	s->u64(s, "msgs_unsent", ctl->msgs_unsent);
 	/* NF-defined counters, flat with a prefix: telemetry nests one level only. */
 	for (int c = 0; c < SQ_NF_COUNTERS; c++) {
 		char cname[SQ_NAME_LEN + 4];

@@ -28,6 +28,7 @@
 
 #include "control.h"
 #include "mgr.h"
+#include "msg.h"
 #include "scaler.h"
 #include "stats.h"
 #include "telemetry_args.h"
@@ -365,6 +366,8 @@ GUARDED(mgr_scaler_tel_scale)
 GUARDED(mgr_scaler_tel_events)
 GUARDED(mgr_scaler_tel_nfs)
 GUARDED(mgr_scaler_tel_set)
+GUARDED(mgr_msg_tel_list)
+GUARDED(mgr_msg_tel_send)
 
 static void
 tel_set_state(int state)
@@ -435,7 +438,13 @@ mgr_telemetry_init(struct mgr *mgr)
 				       "A scaled service's instances. Parameter: SERVICE") < 0 ||
 	    rte_telemetry_register_cmd("/squall/scale_set", mgr_scaler_tel_set_guarded,
 				       "Run N instances of a scaled service, or let its load "
-				       "decide. Parameters: SERVICE,N|auto") < 0)
+				       "decide. Parameters: SERVICE,N|auto") < 0 ||
+	    rte_telemetry_register_cmd("/squall/msgs", mgr_msg_tel_list_guarded,
+				       "Messages between the manager and NFs: counts, the "
+				       "last ones. Parameter: SEQ (those after it)") < 0 ||
+	    rte_telemetry_register_cmd("/squall/msg_send", mgr_msg_tel_send_guarded,
+				       "A user message to one instance. Parameters: "
+				       "SERVICE,INSTANCE,TYPE[,HEX]") < 0)
 		return -EEXIST;
 	return 0;
 }

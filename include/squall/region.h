@@ -19,7 +19,7 @@
 
 #define SQ_REGION_MAGIC     0x4c4c415551535153ULL /* "SQSQUALL" */
 /** Bump on any change to this file or to struct sq_pkt_meta. */
-#define SQ_ABI_VERSION      5u
+#define SQ_ABI_VERSION      6u
 /** Fixed address, far from the heap, stack and DPDK's own mappings. */
 #define SQ_REGION_BASE_ADDR 0x3f0000000000ULL
 
@@ -46,6 +46,33 @@ enum sq_nf_state {
 	SQ_NF_EXITED = 5,  /* NF left its loop cleanly */
 	SQ_NF_DEAD = 6,    /* manager saw the process die */
 };
+
+/**
+ * Message types (seed 003 §IV.B). Each NF has two small rings in its control
+ * block: the manager's to the NF (msg_in) and the NF's to the manager
+ * (msg_out). Types below SQ_MSG_USER are libsquall's own; an NF's handler
+ * sees those after libsquall acted on them.
+ */
+enum sq_msg_type {
+	SQ_MSG_BLOCK = 1,   /* manager -> NF: scaled in; sleep whenever idle, even in poll mode */
+	SQ_MSG_RERUN = 2,   /* manager -> NF: scaled out again; run as configured */
+	SQ_MSG_STOP = 3,    /* manager -> NF: leave the loop after the current burst */
+	SQ_MSG_BLOCKED = 4, /* NF -> manager: took BLOCK */
+	SQ_MSG_RUNNING = 5, /* NF -> manager: took RERUN */
+	SQ_MSG_USER = 256,  /* the first type an NF or an operator may use */
+};
+
+#define SQ_MSG_SLOTS    4 /* per ring: a power of two */
+#define SQ_MSG_DATA_LEN 56
+
+/** One message: a whole cache line. */
+struct sq_msg {
+	uint32_t type; /* enum sq_msg_type, or >= SQ_MSG_USER */
+	uint32_t len;  /* bytes of data used */
+	uint8_t data[SQ_MSG_DATA_LEN];
+};
+
+static_assert(sizeof(struct sq_msg) == RTE_CACHE_LINE_SIZE, "a message is a line");
 
 enum sq_nf_mode {
 	SQ_NF_MODE_SLEEP = 0,
@@ -82,6 +109,11 @@ struct sq_nf_ctl {
 	 * chain_priority or a rule's per-flow priority): it must not spin, as
 	 * its sched_yield would reach no lower-priority NF. */
 	_Atomic uint32_t realtime;
+	/* Messages (enum sq_msg_type): the manager's producer count of msg_in,
+	 * and its consumer count of msg_out. Both free-running; a slot is
+	 * count % SQ_MSG_SLOTS. On the line the NF reads every loop anyway. */
+	_Atomic uint32_t msg_in_head;
+	_Atomic uint32_t msg_out_tail;
 
 	/* The NF's state word: NF writes AWAKE/ASLEEP; manager ASLEEP->WAKING. */
 	alignas(RTE_CACHE_LINE_SIZE) _Atomic uint32_t state;
@@ -106,6 +138,16 @@ struct sq_nf_ctl {
 	uint32_t pad2;
 	uint64_t budget_yields; /* sched_yields after batch_budget_pkts in a row */
 	uint64_t spin_yields;   /* sched_yields while spinning on an empty ring */
+	/* The NF's consumer count of msg_in and producer count of msg_out. The
+	 * manager never trusts them: it keeps its own counts (DESIGN §4). */
+	_Atomic uint32_t msg_in_tail;
+	_Atomic uint32_t msg_out_head;
+	uint64_t msgs_taken;  /* manager -> NF messages the NF handled */
+	uint64_t msgs_unsent; /* NF -> manager messages its full ring turned away */
+
+	/* Written by the manager (msg_in) and by the NF (msg_out). */
+	alignas(RTE_CACHE_LINE_SIZE) struct sq_msg msg_in[SQ_MSG_SLOTS];
+	struct sq_msg msg_out[SQ_MSG_SLOTS];
 
 	alignas(RTE_CACHE_LINE_SIZE) uint64_t counters[SQ_NF_COUNTERS];
 	char counter_names[SQ_NF_COUNTERS][SQ_NAME_LEN];
@@ -123,7 +165,9 @@ struct sq_region_hdr {
 	uint64_t nf_table_off;
 	/* A bit per NF (by id), set by the NF after it put packets on its tx
 	 * ring, cleared by the manager before it drains them: the manager reads
-	 * a few words a round instead of a ring of every NF that holds packets. */
+	 * a few words a round instead of a ring of every NF that holds packets.
+	 * The same number of words follows it: the msg-ready bitmap, a bit set
+	 * by an NF after it posted a message (sq_region_msg_ready()). */
 	uint64_t tx_ready_off;
 	uint32_t max_nfs;
 	uint32_t nf_ctl_size;
@@ -168,6 +212,13 @@ static inline _Atomic uint64_t *
 sq_region_tx_ready(struct sq_region_hdr *hdr)
 {
 	return (_Atomic uint64_t *)((uintptr_t)hdr + hdr->tx_ready_off);
+}
+
+/* The msg-ready bitmap: right after the tx-ready one, as many words. */
+static inline _Atomic uint64_t *
+sq_region_msg_ready(struct sq_region_hdr *hdr)
+{
+	return sq_region_tx_ready(hdr) + sq_tx_ready_words(hdr->max_nfs);
 }
 
 static inline void *

@@ -24,6 +24,7 @@
 #ifndef SQUALL_SQUALL_H
 #define SQUALL_SQUALL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <squall/pkt.h>
@@ -46,6 +47,15 @@ typedef sq_verdict_t (*sq_pkt_handler_fn)(struct rte_mbuf *pkt, void *arg);
  * (packets left alone go to SQ_NEXT).
  */
 typedef void (*sq_burst_handler_fn)(struct rte_mbuf **pkts, uint16_t n_pkts, void *arg);
+
+/**
+ * Message handler: called between bursts, never during one, for each message
+ * the manager sends to this instance (struct sq_msg in squall/region.h): the
+ * user's types (>= SQ_MSG_USER) and libsquall's own (SQ_MSG_BLOCK,
+ * SQ_MSG_RERUN, SQ_MSG_STOP), which libsquall has acted on before the
+ * handler sees them. It may call sq_nf_msg_send() to answer.
+ */
+typedef void (*sq_msg_handler_fn)(struct sq_nf *nf, const struct sq_msg *msg, void *arg);
 
 /** Called once when the NF stops, to release the NF's state. */
 typedef void (*sq_state_cleaner_fn)(void *arg);
@@ -81,6 +91,20 @@ int sq_nf_set_burst_handler(struct sq_nf *nf, sq_burst_handler_fn fn, void *arg)
 
 /** Run @p fn when the NF stops. @return 0. */
 int sq_nf_set_state_cleaner(struct sq_nf *nf, sq_state_cleaner_fn fn, void *arg);
+
+/** Use @p fn for messages from the manager. @return 0, or -EINVAL if @p fn is NULL. */
+int sq_nf_set_msg_handler(struct sq_nf *nf, sq_msg_handler_fn fn, void *arg);
+
+/**
+ * Send a message to the manager (squallctl msgs shows it).
+ * @return 0; -EINVAL: @p type below SQ_MSG_USER or @p len above
+ *   SQ_MSG_DATA_LEN; -ENOBUFS: SQ_MSG_SLOTS messages wait for the manager
+ *   already (it takes them every millisecond): try again later.
+ */
+int sq_nf_msg_send(struct sq_nf *nf, uint32_t type, const void *data, uint32_t len);
+
+/** true while the manager has this instance blocked (scaled in). */
+bool sq_nf_blocked(const struct sq_nf *nf);
 
 /**
  * Name one of the NF's SQ_NF_COUNTERS counters; the manager shows it in its

@@ -30,12 +30,14 @@
 #include <squall/squall.h>
 
 #include "../nf_opt.h"
+#include "../nf_wait.h"
 
 #define NF_NAME "squall-nf-aes"
 
 struct aes {
 	struct sq_nf *nf;
 	EVP_CIPHER_CTX *ctx;
+	struct nf_wait wait;
 	int pkts_idx;    /* encrypted */
 	int bytes_idx;   /* payload bytes encrypted */
 	int skipped_idx; /* passed as they were: not IPv4 TCP/UDP, or no payload */
@@ -45,14 +47,17 @@ struct aes {
 static void
 usage(FILE *f)
 {
-	fprintf(f, "Usage: " NF_NAME " --key-file FILE\n"
+	fprintf(f, "Usage: " NF_NAME " --key-file FILE [--wait-ns NS]\n"
 		   "Encrypt the L4 payload of IPv4 TCP and UDP packets in place with\n"
 		   "AES-CTR (the key's length picks AES-128 or AES-256); other packets\n"
 		   "pass unchanged. Running it again with the same key decrypts.\n"
 		   "Counters: aes_pkts, aes_bytes, aes_skipped, aes_failed (dropped).\n"
 		   "\n"
 		   "  --key-file FILE  16 or 32 bytes of key: raw, or as 32 or 64 hex digits\n"
-		   "                   (a trailing newline is ignored)\n" NF_OPT_COMMON_HELP);
+		   "                   (a trailing newline is ignored)\n"
+		   "  --wait-ns NS     also wait NS per packet, asleep: an encryptor that\n"
+		   "                   hands each packet to a crypto device (default "
+		   "0)\n" NF_OPT_COMMON_HELP);
 }
 
 static int
@@ -176,6 +181,7 @@ aes_pkt(struct rte_mbuf *pkt, void *arg)
 	}
 	sq_nf_counter_add(a->nf, a->pkts_idx, 1);
 	sq_nf_counter_add(a->nf, a->bytes_idx, len);
+	nf_wait_pkt(&a->wait);
 	return SQ_NEXT;
 }
 
@@ -184,11 +190,13 @@ main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{"key-file", required_argument, NULL, 'k'},
+		{"wait-ns", required_argument, NULL, 'w'},
 		NF_OPT_COMMON_LONGOPTS,
 		{NULL, 0, NULL, 0},
 	};
 	static struct aes a;
 	const char *key_file = NULL;
+	uint64_t wait_ns = 0;
 	uint8_t key[32];
 	int opt, ret, key_len;
 	struct sq_nf *nf;
@@ -196,6 +204,10 @@ main(int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, NF_OPT_SHORT, longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'k': key_file = optarg; break;
+		case 'w':
+			if (nf_opt_u64(NF_NAME, "wait-ns", optarg, 0, 100000000, &wait_ns) < 0)
+				return NF_EXIT_USAGE;
+			break;
 		case 'h': usage(stdout); return NF_EXIT_OK;
 		case 0: /* for sq_nf_init() */ break;
 		default: return nf_opt_usage_error(NF_NAME);
@@ -224,6 +236,7 @@ main(int argc, char **argv)
 	if (ret != 0)
 		return ret;
 	a.nf = nf;
+	nf_wait_init(&a.wait, wait_ns);
 	a.pkts_idx = sq_nf_counter_register(nf, "aes_pkts");
 	a.bytes_idx = sq_nf_counter_register(nf, "aes_bytes");
 	a.skipped_idx = sq_nf_counter_register(nf, "aes_skipped");

@@ -12,7 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from squall import capture, control, exporter, scale
+from squall import capture, control, exporter, msg, scale
 from squall.api import ControlApi, Nf, Port, Stats
 from squall.exit import Exit
 from squall.telemetry import (
@@ -320,6 +320,14 @@ def cmd_scale(args: argparse.Namespace, api: ControlApi) -> Exit:
     return scale.run(args, api.tm)
 
 
+def cmd_msgs(args: argparse.Namespace, api: ControlApi) -> Exit:
+    return msg.run_show(args, api.tm)
+
+
+def cmd_msg(args: argparse.Namespace, api: ControlApi) -> Exit:
+    return msg.run_send(args, api.tm)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="squallctl",
@@ -373,6 +381,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_edit_parsers(sub)
     capture.add_parser(sub).set_defaults(fn=cmd_capture)
     scale.add_parser(sub).set_defaults(fn=cmd_scale)
+    show, send = msg.add_parsers(sub)
+    show.set_defaults(fn=cmd_msgs)
+    send.set_defaults(fn=cmd_msg)
     exporter.add_parser(sub)
     return parser
 

@@ -272,6 +272,14 @@ class Manager:
             reply = self._tm.query(cmd)
         return reply
 
+    def query_error(self, cmd: str) -> str:
+        """The error a command answers (fails if it answers none)."""
+        self.query("/squall/stats")  # connected, and the manager alive
+        assert self._tm is not None
+        reply = self._tm.query_raw(cmd)
+        assert isinstance(reply, dict) and set(reply) == {"error"}, f"{cmd}: {reply}"
+        return str(reply["error"])
+
     def stats(self) -> dict[str, Any]:
         return self.query("/squall/stats")
 

@@ -202,7 +202,10 @@ def test_a_hostile_nf_costs_the_manager_nothing(
     if bad_flows is not None:
         assert ex["chains"]["badc"]["tx_pkts"] == want_bad, st
     if bad_flows is False:
-        assert st["drops"]["nf_died"] == n_bad, st
+        # Held by the NF when it was killed, or sent after (no NF left to
+        # take them): which, depends on when the kill lands in the replay.
+        drops = st["drops"]
+        assert drops["nf_died"] >= 1 and drops["nf_died"] + drops["no_nf"] == n_bad, drops
     assert st["region_corrupt"][key] >= 1, st
     # Names come from the manager's config, never from the NF's control block.
     assert {nf["service"] for nf in ex["nfs"].values()} == {"bad", "good"}

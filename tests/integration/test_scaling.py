@@ -215,12 +215,10 @@ def test_a_spawn_that_fails_is_counted_and_retried_and_the_service_runs_on(
 
 
 def test_scale_is_refused_where_it_cannot_work(mgr: Manager, tmp_path: Path) -> None:
-    """poll mode (a blocked instance would spin) and per-flow services (a pool,
-    one NF per flow) cannot scale: config errors naming the line."""
+    """per-flow services (a pool, one NF per flow) cannot scale, nor can a
+    service start outside its limits: config errors naming the line. (Poll mode
+    can: test_messages.py.)"""
     base = scaled_config(mgr, tmp_path / "flows")
-    cfg = dict(base, services=[dict(base["services"][0], mode="poll")])
-    r = mgr.run_to_exit(cfg, "--check")
-    assert r.returncode == 2 and "scale" in r.stderr and "poll" in r.stderr, r.stderr
     cfg = dict(base, rules=[dict(base["rules"][0], assign="per-flow")])
     r = mgr.run_to_exit(cfg, "--check")
     assert r.returncode == 2 and "per-flow" in r.stderr, r.stderr
