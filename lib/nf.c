@@ -212,9 +212,10 @@ sq_nf_init(int argc, char **argv, struct sq_nf **out)
 	nf->msg_ready = sq_region_msg_ready(nf->hdr);
 	nf->rx = sq_region_ptr(nf->hdr, nf->ctl->rx_ring_off);
 	nf->tx = sq_region_ptr(nf->hdr, nf->ctl->tx_ring_off);
-	/* the manager set both rings empty before it started us */
-	nf->msg_in_tail = atomic_load(&nf->ctl->msg_in_head);
-	nf->msg_out_head = atomic_load(&nf->ctl->msg_out_tail);
+	/* where the manager set both rings' NF ends before it started us: a
+	 * message it sent since (a BLOCK to a restarted instance) is ours */
+	nf->msg_in_tail = atomic_load(&nf->ctl->msg_in_tail);
+	nf->msg_out_head = atomic_load(&nf->ctl->msg_out_head);
 	nf->spin_tsc = nf->ctl->spin_ns * nf->hdr->tsc_hz / 1000000000ull;
 	nf->spin_cur_tsc = nf->spin_tsc;
 	nf->spin_yield_tsc = SPIN_YIELD_NS * nf->hdr->tsc_hz / 1000000000ull;

@@ -9,6 +9,8 @@ type T + 1 and data "i<instance>:D", and counts what it took."""
 
 from __future__ import annotations
 
+import os
+import signal
 from typing import Any
 
 from conftest import BUILD, Manager
@@ -178,3 +180,49 @@ def test_a_poll_mode_instance_sleeps_while_scaled_in(mgr: Manager) -> None:
     mgr.wait_accounted(int(mgr.query("/squall/gen")["sent_pkts"]))
     assert mgr.stats()["drop_pkts"] == 0, mgr.stats()["drops"]
     mgr.finish()
+
+
+def test_an_instance_killed_while_blocked_loses_no_mbuf_and_is_told_again(
+    mgr: Manager,
+) -> None:
+    """Scaled in under traffic (its flows draining), then killed: every packet
+    it held is reclaimed and counted, its restarted process is blocked too,
+    and learns it from a BLOCK sent before it attached."""
+    cfg = echo_config(mgr, [{"name": "p", "exec": str(MSGECHO), "scale": {"min": 1, "max": 3}}])
+    # short TCP connections: new flows keep coming, so new instances get some
+    cfg["generator"] = {
+        "port": "g",
+        "rate_pps": 5000,
+        "flows": 16,
+        "tcp_flow_pkts": 10,
+        "tcp_start": "staggered",
+    }
+    mgr.start(cfg)
+
+    def inst(i: int) -> dict[str, Any]:
+        reply: dict[str, Any] = mgr.query("/squall/scale_nfs,p")
+        return reply.get(f"i{i}", {})
+
+    assert squallctl(mgr, "scale", "p", "3").returncode == 0
+    mgr.wait_for(lambda: inst(2).get("state") == "running", TIMEOUT_S, "instance 2 running")
+    mgr.wait_for(lambda: inst(2)["rx_pkts"] > 0, TIMEOUT_S, "instance 2 has packets")
+    assert squallctl(mgr, "scale", "p", "1").returncode == 0
+    mgr.wait_for(lambda: inst(2).get("acked") == "blocked", TIMEOUT_S, "instance 2 blocked")
+    pid = int(inst(2)["pid"])
+    os.kill(pid, signal.SIGKILL)
+    mgr.wait_for(
+        lambda: inst(2).get("pid", 0) not in (0, pid) and inst(2).get("acked") == "blocked",
+        TIMEOUT_S,
+        "instance 2 restarted and told it is blocked",
+    )
+    assert mgr.query("/squall/scale")["p"]["running"] == 1
+    nf2 = [nf for nf in mgr.nfs().values() if nf["service"] == "p" and nf["instance"] == 2][0]
+    # (the slot's counters go on across a restart: the second BLOCK is the new process's)
+    assert nf2["restarts"] == 1 and nf2["counters"]["blocks"] == 2, nf2
+
+    assert mgr.query("/squall/gen_rate,0")["rate_pps"] == 0
+    mgr.wait_accounted(int(mgr.query("/squall/gen")["sent_pkts"]))
+    drops = mgr.stats()["drops"]
+    # held when it died, or of its flows while it was down: nothing else
+    assert sum(drops.values()) == drops["nf_died"] + drops["no_nf"], drops
+    mgr.finish()  # every mbuf home
