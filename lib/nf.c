@@ -233,7 +233,7 @@ sq_nf_init(int argc, char **argv, struct sq_nf **out)
 	}
 	/* Spawned by the manager: go when it goes, even if it is SIGKILLed. */
 	{
-		bool child = getppid() == nf->hdr->mgr_pid;
+		bool child = nf->hdr->mgr_pid <= 0 || getppid() == nf->hdr->mgr_pid;
 		uint64_t ns = (child ? LIVENESS_CHILD_NS : LIVENESS_CHECK_NS) +
 			      (uint64_t)id * 7919 * 1000 * 1000 % LIVENESS_JITTER_NS;
 
@@ -426,11 +426,14 @@ nf_should_stop(const struct sq_nf *nf)
 	return nf->stop_local || atomic_load_explicit(&nf->ctl->stop, memory_order_relaxed);
 }
 
-/* Only off the hot path: a manager killed with SIGKILL cannot tell us. */
+/* Only off the hot path: a manager killed with SIGKILL cannot tell us. A
+ * manager pid of 0: we run in a pid namespace of our own (an isolated NF),
+ * where its pid means nothing; its end reaches us as our parent-death
+ * signal. */
 static bool
 mgr_is_gone(const struct sq_nf *nf)
 {
-	return kill(nf->hdr->mgr_pid, 0) < 0 && errno == ESRCH;
+	return nf->hdr->mgr_pid > 0 && kill(nf->hdr->mgr_pid, 0) < 0 && errno == ESRCH;
 }
 
 /* A per-flow NF's flow ends with FIN both ways or a RST (the manager sees

@@ -786,6 +786,7 @@ static const char *const fallback_words[] = {
 static const char *const sandbox_words[] = {
 	[SQ_SANDBOX_NONE] = "none",
 	[SQ_SANDBOX_STRICT] = "strict",
+	[SQ_SANDBOX_ISOLATED] = "isolated",
 };
 
 static const char *const restart_words[] = {
@@ -1390,6 +1391,45 @@ check_scaled(struct ctx *c)
 	return 0;
 }
 
+/* The private pool of an isolated NF holds as many mbufs as the NF may
+ * hold (max_outstanding_pkts, at most both rings and a burst); its region
+ * must fit the span each has (mgr/isolate.h: 256 MiB). */
+#define ISO_MAX_BYTES (256ull << 20)
+
+uint32_t
+sq_config_iso_mbufs(const struct sq_cfg_service *svc)
+{
+	return RTE_MIN(svc->max_outstanding_pkts, 2 * svc->ring_slots + 64);
+}
+
+static int
+check_isolated(struct ctx *c)
+{
+	const struct sq_config *cfg = c->cfg;
+
+	for (uint16_t s = 0; s < cfg->n_services; s++) {
+		const struct sq_cfg_service *svc = &cfg->services[s];
+		uint64_t bytes;
+
+		if (svc->sandbox != SQ_SANDBOX_ISOLATED)
+			continue;
+		if (sq_config_service_pooled(cfg, s))
+			return fail_line(c, (size_t)svc->line, "services", "sandbox",
+					 "service \"%s\" is per-flow (a pool of NFs, one per "
+					 "flow): isolated NFs are shared instances",
+					 svc->name);
+		bytes = (uint64_t)sq_config_iso_mbufs(svc) * (cfg->mbuf_data_room + 256u) +
+			16ull * svc->ring_slots + (1u << 16);
+		if (bytes > ISO_MAX_BYTES)
+			return fail_line(c, (size_t)svc->line, "services", "sandbox",
+					 "service \"%s\": an isolated NF's private pool of %u "
+					 "mbufs is over 256 MiB (lower ring_slots or "
+					 "max_outstanding_pkts)",
+					 svc->name, sq_config_iso_mbufs(svc));
+	}
+	return 0;
+}
+
 void
 sq_config_derive(struct sq_config *cfg)
 {
@@ -1428,6 +1468,8 @@ parse_root(struct ctx *c, const yaml_node_t *root)
 		ret = parse_generator(c, v[TOP_GENERATOR]);
 	if (ret == 0)
 		ret = check_scaled(c);
+	if (ret == 0)
+		ret = check_isolated(c);
 	if (ret == 0)
 		sq_config_derive(c->cfg);
 	return ret;

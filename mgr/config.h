@@ -101,6 +101,9 @@ struct sq_cfg_service {
 enum sq_sandbox {
 	SQ_SANDBOX_NONE = 0,   /* manager.nf_user, no capabilities */
 	SQ_SANDBOX_STRICT = 1, /* and a uid of its own, a seccomp filter, no children */
+	/* strict, and a private region (a copy per hop, mgr/isolate.h) and
+	 * namespaces of its own: pid, mount, ipc, net */
+	SQ_SANDBOX_ISOLATED = 2,
 };
 
 /* When the manager starts a dead NF of a service again. */
@@ -248,6 +251,8 @@ void sq_config_derive(struct sq_config *cfg);
 /** NF slots the services reserve (the sum of their max_instances). */
 uint64_t sq_config_nfs_reserved(const struct sq_config *cfg);
 /** NF slots the region is made with (max_nfs, or the reserve and spares). */
+/* The mbufs of an isolated NF's private pool (mgr/isolate.h). */
+uint32_t sq_config_iso_mbufs(const struct sq_cfg_service *svc);
 uint32_t sq_config_max_nfs(const struct sq_config *cfg);
 
 /** Index of the port/service/chain named @p name, or -1. */

@@ -158,8 +158,9 @@ static const char *const assign_words[] = {
 static const char *const fallback_words[] = {
 	[SQ_FALLBACK_DROP] = "drop", [SQ_FALLBACK_RSS] = "rss", [SQ_FALLBACK_QUEUE] = "queue"};
 static const char *const order_words[] = {[SQ_POOL_FIFO] = "fifo", [SQ_POOL_LIFO] = "lifo"};
-static const char *const sandbox_words[] = {
-	[SQ_SANDBOX_NONE] = "none", [SQ_SANDBOX_STRICT] = "strict"};
+static const char *const sandbox_words[] = {[SQ_SANDBOX_NONE] = "none",
+					    [SQ_SANDBOX_STRICT] = "strict",
+					    [SQ_SANDBOX_ISOLATED] = "isolated"};
 static const char *const restart_words[] = {[SQ_RESTART_ALWAYS] = "always",
 					    [SQ_RESTART_ON_FAILURE] = "on-failure",
 					    [SQ_RESTART_NEVER] = "never"};

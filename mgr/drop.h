@@ -28,7 +28,8 @@
 	_(CONFIG_CHANGED, config_changed, "chain, rule or service changed while in flight") \
 	_(SERVICE_FAILED, service_failed, "service failed (crash loop)")                    \
 	_(NF_OVERLOADED, nf_overloaded, "nf holds max_outstanding_pkts")                    \
-	_(BAD_MBUF, bad_mbuf, "nf returned an mbuf with impossible lengths")
+	_(BAD_MBUF, bad_mbuf, "nf returned an mbuf with impossible lengths")                \
+	_(ISOLATED_COPY, isolated_copy, "chained mbuf: no copy to an isolated nf")
 #define SQ_DROP_ENUM(sym, key, str) SQ_DROP_##sym,
 enum sq_drop { SQ_FOREACH_DROP(SQ_DROP_ENUM) SQ_DROP_MAX };
 extern const char *const sq_drop_keys[SQ_DROP_MAX];

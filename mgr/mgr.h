@@ -129,9 +129,13 @@ struct mgr_nf {
 	uint32_t id;
 	uint16_t service;
 	uint16_t instance;
-	struct sq_nf_ctl *ctl; /* in the region */
+	struct sq_nf_ctl *ctl; /* in the region the NF maps */
 	struct rte_ring *rx;   /* manager -> NF */
 	struct rte_ring *tx;   /* NF -> manager */
+	/* The region the NF maps: the shared one, or its private one when its
+	 * service is isolated (iso: its copies in and out, isolate.h). */
+	struct sq_region_hdr *hdr;
+	struct mgr_iso *iso;
 	pid_t pid;
 	_Atomic bool live;     /* takes packets; cleared when the process dies */
 	_Atomic bool active;   /* on the tx role's list: may have packets to return */
@@ -263,6 +267,13 @@ struct mgr {
 	uint64_t *tx_ready_seen; /* this round's copy of the region's tx-ready bitmap */
 	uint64_t *tx_more;       /* ours: NFs whose last drain took a whole burst */
 	size_t n_tx_ready_words;
+	/* NFs of isolated services (a bit per id, as tx_ready): their doorbells
+	 * are in their private regions, forwarded into the shared bitmaps. */
+	_Atomic uint64_t *iso_bits;
+	uintptr_t iso_next_addr; /* where the next private region goes */
+	uint32_t n_iso;          /* slots with a private region */
+	uint32_t iso_sweep;      /* tx role: the next NF whose msg doorbell it reads */
+	uint32_t iso_swept;
 	struct rte_ring *activations;
 	/* wakeup -> director: ids of NFs just woken (the director's own count
 	 * of NFs woken and not yet running, which the NFs' shared one, in the

@@ -21,6 +21,7 @@
 #include <rte_mempool.h>
 
 #include "guard.h"
+#include "isolate.h"
 #include "mgr.h"
 #include "msg.h"
 #include "sandbox.h"
@@ -50,32 +51,91 @@ struct supervisor {
 	uint32_t n;
 };
 
-static int
-init_nf(struct mgr *mgr, struct mgr_nf *nf, uint16_t service, uint16_t instance)
+/* The slot's rings in the shared region, if it has them: a slot made
+ * again for an isolated service, or of another size, frees them. */
+static void
+free_shared_rings(struct mgr *mgr, struct mgr_nf *nf)
 {
-	const struct sq_cfg_service *cs = &mgr->cfg->services[service];
-	struct sq_nf_ctl *ctl = sq_region_nf_ctl(mgr->region, nf->id);
+	if (nf->rx == NULL || nf->iso != NULL)
+		return;
+	mgr->nf_rings_bytes -= 2 * (uint64_t)rte_ring_get_memsize(rte_ring_get_size(nf->rx));
+	rte_free(nf->rx);
+	rte_free(nf->tx);
+	nf->rx = nf->tx = NULL;
+}
+
+static void
+free_private_region(struct mgr *mgr, struct mgr_nf *nf)
+{
+	if (nf->iso == NULL)
+		return;
+	atomic_fetch_and(&mgr->iso_bits[nf->id / 64], ~(1ull << (nf->id % 64)));
+	mgr->n_iso--;
+	mgr_iso_destroy(nf->iso);
+	free(nf->iso);
+	nf->iso = NULL;
+	nf->rx = nf->tx = NULL;
+}
+
+/* An isolated slot's private region (isolate.h): made once, again only if
+ * the service's geometry changed; each at an address of its own. */
+static int
+setup_private_region(struct mgr *mgr, struct mgr_nf *nf, const struct sq_cfg_service *cs)
+{
+	uint32_t n = sq_config_iso_mbufs(cs);
+	uint16_t room = (uint16_t)mgr->cfg->mbuf_data_room;
+	size_t len = RTE_ALIGN_CEIL(mgr_iso_bytes(cs->ring_slots, n, room), 2u << 20);
+	int ret;
+
+	free_shared_rings(mgr, nf);
+	if (nf->iso != NULL && nf->iso->ring_slots == cs->ring_slots && nf->iso->n_mbufs == n)
+		goto done;
+	free_private_region(mgr, nf);
+	if (mgr->iso_next_addr == 0)
+		mgr->iso_next_addr = SQ_ISO_BASE_ADDR;
+	if (mgr->iso_next_addr + len > SQ_ISO_BASE_ADDR + SQ_ISO_SPAN)
+		return -ENOSPC;
+	nf->iso = malloc(sizeof(*nf->iso));
+	if (nf->iso == NULL)
+		return -ENOMEM;
+	ret = mgr_iso_create(nf->iso, mgr->iso_next_addr, cs->ring_slots, n, room, rte_get_tsc_hz(),
+			     cs->name);
+	if (ret < 0) {
+		MGR_LOG(ERR, "%s: cannot make a private region of %zu KiB: %s\n", cs->name,
+			len >> 10, strerror(-ret));
+		free(nf->iso);
+		nf->iso = NULL;
+		return ret;
+	}
+	mgr->iso_next_addr += len;
+	atomic_fetch_or(&mgr->iso_bits[nf->id / 64], 1ull << (nf->id % 64));
+	mgr->n_iso++;
+done:
+	nf->rx = nf->iso->rx;
+	nf->tx = nf->iso->tx;
+	nf->hdr = nf->iso->hdr;
+	return 0;
+}
+
+/* The slot's rings: in the shared region, or its private one. */
+static int
+setup_rings(struct mgr *mgr, struct mgr_nf *nf, const struct sq_cfg_service *cs)
+{
 	char name[RTE_RING_NAMESIZE];
 	int ret;
 
-	nf->service = service;
-	nf->instance = instance;
-	nf->ctl = ctl;
-	nf->max_outstanding = cs->max_outstanding_pkts;
+	if (cs->sandbox == SQ_SANDBOX_ISOLATED)
+		return setup_private_region(mgr, nf, cs);
+	free_private_region(mgr, nf);
+	nf->hdr = mgr->region;
 	/* A slot made again (control role: its last NF is gone and reclaimed)
 	 * keeps rings of the right size. */
 	if (nf->rx != NULL && rte_ring_get_size(nf->rx) == cs->ring_slots) {
 		rte_ring_reset(nf->rx);
 		rte_ring_reset(nf->tx);
-		goto rings_done;
+		return 0;
 	}
-	if (nf->rx != NULL) {
-		mgr->nf_rings_bytes -=
-			2 * (uint64_t)rte_ring_get_memsize(rte_ring_get_size(nf->rx));
-		rte_free(nf->rx);
-		rte_free(nf->tx);
-		nf->rx = nf->tx = NULL;
-	}
+	free_shared_rings(mgr, nf);
 	/* rx: the manager's roles produce, one at a time (nfring.h); the NF
 	 * consumes. tx: the NF produces; the one tx role that owns it consumes. */
 	snprintf(name, sizeof(name), "sq_rx_%u", nf->id);
@@ -89,17 +149,35 @@ init_nf(struct mgr *mgr, struct mgr_nf *nf, uint16_t service, uint16_t instance)
 	if (ret < 0)
 		return ret;
 	mgr->nf_rings_bytes += 2 * (uint64_t)rte_ring_get_memsize(cs->ring_slots);
-rings_done:
+	return 0;
+}
+
+static int
+init_nf(struct mgr *mgr, struct mgr_nf *nf, uint16_t service, uint16_t instance)
+{
+	const struct sq_cfg_service *cs = &mgr->cfg->services[service];
+	struct sq_nf_ctl *ctl;
+	int ret;
+
+	nf->service = service;
+	nf->instance = instance;
+	nf->max_outstanding = cs->max_outstanding_pkts;
+	ret = setup_rings(mgr, nf, cs);
+	if (ret < 0)
+		return ret;
+	/* (an isolated NF is slot 0 of its private region) */
+	ctl = nf->iso != NULL ? nf->iso->ctl : sq_region_nf_ctl(mgr->region, nf->id);
+	nf->ctl = ctl;
 	nf->retiring = false;
 	nf->reaped = false;
 
 	memset(ctl, 0, sizeof(*ctl));
-	ctl->id = nf->id;
+	ctl->id = nf->iso != NULL ? 0 : nf->id;
 	ctl->service_id = service;
 	ctl->instance = instance;
 	ctl->mode = cs->mode;
-	ctl->rx_ring_off = (uintptr_t)nf->rx - (uintptr_t)mgr->region;
-	ctl->tx_ring_off = (uintptr_t)nf->tx - (uintptr_t)mgr->region;
+	ctl->rx_ring_off = (uintptr_t)nf->rx - (uintptr_t)nf->hdr;
+	ctl->tx_ring_off = (uintptr_t)nf->tx - (uintptr_t)nf->hdr;
 	ctl->burst_max = cs->burst_max;
 	ctl->batch_budget_pkts = cs->batch_budget_pkts;
 	ctl->spin_ns = cs->spin_ns;
@@ -128,7 +206,9 @@ mgr_nfs_init(struct mgr *mgr)
 	/* Telemetry reads n_nfs from its own thread: publish it after the array. */
 	mgr->nfs = calloc(mgr->region->max_nfs ? mgr->region->max_nfs : 1, sizeof(*mgr->nfs));
 	mgr->sup = calloc(1, sizeof(*mgr->sup));
-	if (mgr->nfs == NULL || mgr->sup == NULL)
+	mgr->iso_bits = calloc(sq_tx_ready_words(mgr->region->max_nfs ? mgr->region->max_nfs : 1),
+			       sizeof(*mgr->iso_bits));
+	if (mgr->nfs == NULL || mgr->sup == NULL || mgr->iso_bits == NULL)
 		return -ENOMEM;
 	mgr->sup->ids =
 		calloc(mgr->region->max_nfs ? mgr->region->max_nfs : 1, sizeof(*mgr->sup->ids));
@@ -204,6 +284,23 @@ apply_priority(struct mgr *mgr, struct mgr_nf *nf)
 	nf->nice = nice;
 }
 
+/* An original an isolated NF held a copy of when it died: the manager's
+ * again, dropped under the cause. */
+struct parked_drop {
+	struct mgr *mgr;
+	struct mgr_nf *nf;
+	enum sq_drop cause;
+};
+
+static void
+drop_parked(struct rte_mbuf *m, void *arg)
+{
+	struct parked_drop *d = arg;
+
+	if (mgr_guard_take(m, d->nf->id) != GUARD_NOT_OURS) /* (never: parked, so given) */
+		mgr_drop(&d->mgr->tx.stats, d->cause, m);
+}
+
 /* Variables an NF keeps from the manager's environment; the rest (and any
  * SQUALL_* of the manager's own caller) is not passed on. */
 static const char *const env_keep[] = {
@@ -223,7 +320,7 @@ mgr_nfs_spawn(struct mgr *mgr, struct mgr_nf *nf)
 		.exec = cs->exec,
 		.argv = argv,
 		.envp = envp,
-		.keep_fd = mgr->region_fd,
+		.keep_fd = nf->iso != NULL ? nf->iso->fd : mgr->region_fd,
 	};
 	const char *step = "";
 	size_t n_env = 0;
@@ -237,12 +334,18 @@ mgr_nfs_spawn(struct mgr *mgr, struct mgr_nf *nf)
 			}
 		}
 	}
-	snprintf(env_region, sizeof(env_region), "SQUALL_REGION=%s", mgr->region_path);
-	snprintf(env_id, sizeof(env_id), "SQUALL_NF_ID=%u", nf->id);
+	/* An isolated NF gets its private region and no path to the shared
+	 * one: it is slot 0 of its own (the name is for its messages only). */
+	if (nf->iso != NULL)
+		snprintf(env_region, sizeof(env_region), "SQUALL_REGION=private:%s#%u", cs->name,
+			 nf->instance);
+	else
+		snprintf(env_region, sizeof(env_region), "SQUALL_REGION=%s", mgr->region_path);
+	snprintf(env_id, sizeof(env_id), "SQUALL_NF_ID=%u", nf->iso != NULL ? 0 : nf->id);
 	envp[n_env++] = env_region;
 	envp[n_env++] = env_id;
 	/* The region fd, kept open (close-on-exec cleared) in the child only. */
-	snprintf(env_fd, sizeof(env_fd), "SQUALL_REGION_FD=%d", mgr->region_fd);
+	snprintf(env_fd, sizeof(env_fd), "SQUALL_REGION_FD=%d", sp.keep_fd);
 	envp[n_env++] = env_fd;
 	envp[n_env] = NULL;
 	/* No NF runs as root unless the config says so (manager.nf_user). */
@@ -250,13 +353,14 @@ mgr_nfs_spawn(struct mgr *mgr, struct mgr_nf *nf)
 	sp.uid = mgr->cfg->nf_uid;
 	sp.gid = mgr->cfg->nf_gid;
 	sp.data_bytes = (uint64_t)cs->memory_mb << 20;
-	if (cs->sandbox == SQ_SANDBOX_STRICT) {
+	if (cs->sandbox == SQ_SANDBOX_STRICT || cs->sandbox == SQ_SANDBOX_ISOLATED) {
 		/* (a uid of its own even where nf_user is root: strict is strict) */
 		sp.set_user = geteuid() == 0;
 		sp.uid = SQ_SANDBOX_UID_BASE + nf->id;
 		sp.gid = sp.gid != 0 ? sp.gid : 65534; /* (nogroup, not root's) */
 		sp.filter = mgr_sandbox_filter();
 		sp.no_core = true;
+		sp.namespaces = cs->sandbox == SQ_SANDBOX_ISOLATED;
 	}
 
 	argv[0] = (char *)(uintptr_t)cs->exec;
@@ -266,7 +370,15 @@ mgr_nfs_spawn(struct mgr *mgr, struct mgr_nf *nf)
 
 	atomic_store(&nf->ctl->pid, 0); /* the new process claims the slot */
 	mgr_msg_nf_starting(mgr, nf);
-	if (nf->ring_broken) {
+	if (nf->iso != NULL) {
+		/* Its private region as new: what the last process left there
+		 * was reclaimed (drop_ring), and it could have written any of it. */
+		mgr_iso_restart(nf->iso, drop_parked,
+				&(struct parked_drop){mgr, nf, SQ_DROP_NF_DIED});
+		nf->tx_cons = 0;
+		nf->rx_prod = 0;
+		nf->ring_broken = false;
+	} else if (nf->ring_broken) {
 		/* The last process of this slot scrambled its rings (its packets
 		 * were reclaimed by their tags): start them anew. */
 		rte_ring_reset(nf->rx);
@@ -422,6 +534,15 @@ drop_ring(struct mgr *mgr, struct mgr_nf *nf, enum sq_drop cause)
 	uint32_t n = nf->rx_prod - cons;
 	unsigned int total = 0;
 
+	/* An isolated NF's ring holds private copies: every original it was
+	 * given and did not hand back is parked with the manager. */
+	if (nf->iso != NULL) {
+		total = mgr_iso_restart(nf->iso, drop_parked,
+					&(struct parked_drop){mgr, nf, cause});
+		nf->rx_prod = 0;
+		nf->tx_cons = 0;
+		return total;
+	}
 	if (n > nf->rx_mask)
 		return 0;
 	for (uint32_t i = 0; i < n; i++) {
@@ -457,7 +578,7 @@ reclaim_nf(struct mgr *mgr, struct mgr_nf *nf, enum sq_drop cause)
 	mgr_steer_flush(mgr, &mgr->tx);
 	/* A broken ring's slots are not to be trusted: the owner scan finds its
 	 * packets by their tags all the same. */
-	queued = nf->ring_broken ? 0 : drop_ring(mgr, nf, cause);
+	queued = nf->ring_broken && nf->iso == NULL ? 0 : drop_ring(mgr, nf, cause);
 	nf->deq_pkts += queued;
 	if (mgr_nf_outstanding(mgr, nf) > 0) {
 		nf->reclaim_pending = true;
@@ -801,7 +922,7 @@ nf_gone(struct mgr *mgr, struct mgr_nf *nf, int status)
 	/* Woken but never ran: it no longer waits for its core. Died awake:
 	 * it no longer counts among the awake (a clean exit uncounted itself). */
 	if (atomic_load(&nf->ctl->state) == SQ_NF_WAKING)
-		atomic_fetch_sub(&mgr->region->woken[nf->core_group].n, 1);
+		atomic_fetch_sub(&nf->hdr->woken[nf->core_group].n, 1);
 	else if (!clean && atomic_load(&nf->ctl->state) == SQ_NF_AWAKE)
 		atomic_fetch_sub(&mgr->region->awake[nf->core_group].n, 1);
 	if (!clean)
@@ -911,10 +1032,12 @@ void
 mgr_nfs_free(struct mgr *mgr)
 {
 	for (uint32_t i = 0; i < mgr->n_nfs; i++) {
-		rte_free(mgr->nfs[i].rx);
-		rte_free(mgr->nfs[i].tx);
+		free_private_region(mgr, &mgr->nfs[i]);
+		free_shared_rings(mgr, &mgr->nfs[i]);
 	}
 	free(mgr->nfs);
+	free((void *)mgr->iso_bits);
+	mgr->iso_bits = NULL;
 	mgr->nfs = NULL;
 	mgr->n_nfs = 0;
 	for (uint16_t s = 0; s < SQ_MAX_SERVICES; s++)

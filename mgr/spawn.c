@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sys/prctl.h>
@@ -63,6 +64,30 @@ drop_privileges(struct child *c)
 	return 0;
 }
 
+/* Paths that lead to the manager's memory or files: covered, in the NF's
+ * own mount namespace, by an empty read-only tmpfs. */
+static const char *const hidden_dirs[] = {"/dev/shm", "/dev/hugepages", "/run/dpdk"};
+
+/* In the namespaces clone made: mounts private first (nothing propagates to
+ * the host's), then a /proc that shows the NF's pid namespace only (not the
+ * manager's /proc/<pid>/fd), then the hidden directories. Root still. */
+static int
+hide_fs(struct child *c)
+{
+	const unsigned long flags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return child_fail(c, "mount_private");
+	if (mount("proc", "/proc", "proc", flags, NULL) < 0)
+		return child_fail(c, "mount_proc");
+	for (size_t i = 0; i < sizeof(hidden_dirs) / sizeof(hidden_dirs[0]); i++)
+		if (mount("none", hidden_dirs[i], "tmpfs", flags | MS_RDONLY, "size=4k,mode=0555") <
+			    0 &&
+		    errno != ENOENT)
+			return child_fail(c, "mount_hide");
+	return 0;
+}
+
 static int
 child_main(void *arg)
 {
@@ -90,8 +115,14 @@ child_main(void *arg)
 	if (s->data_bytes != 0 &&
 	    setrlimit(RLIMIT_DATA, &(struct rlimit){s->data_bytes, s->data_bytes}) < 0)
 		return child_fail(c, "rlimit_data");
+	if (s->namespaces)
+		hide_fs(c);
 	if (s->set_user)
 		drop_privileges(c);
+	/* After the uid change, which clears it: an NF in a pid namespace of
+	 * its own cannot see the manager's pid, and learns of its end so. */
+	if (s->namespaces && prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0) < 0)
+		return child_fail(c, "pdeathsig");
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		return child_fail(c, "no_new_privs");
 	if (s->filter != NULL && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, s->filter, 0, 0) < 0)
@@ -119,7 +150,12 @@ mgr_spawn(const struct mgr_spawn *s, pid_t *pid, const char **step)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &c.mask);
 	/* CLONE_VFORK: back here once the child has exec'd or failed. */
-	*pid = clone(child_main, (char *)stack + STACK_BYTES, CLONE_VM | CLONE_VFORK | SIGCHLD, &c);
+	*pid = clone(child_main, (char *)stack + STACK_BYTES,
+		     CLONE_VM | CLONE_VFORK | SIGCHLD |
+			     (s->namespaces
+				      ? CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET
+				      : 0),
+		     &c);
 	if (*pid < 0) {
 		ret = -errno;
 		*step = "clone";

@@ -20,6 +20,7 @@
 #include <rte_mempool.h>
 #include <rte_ring.h>
 
+#include "isolate.h"
 #include "mgr.h"
 #include "stats.h"
 
@@ -138,6 +139,25 @@ mgr_stats_visit_ports(const struct mgr *mgr, struct stats_sink *s)
 	}
 }
 
+/* An isolated NF's copies (isolate.h): the manager's counts, not the NF's. */
+static void
+visit_isolated(const struct mgr_nf *nf, struct stats_sink *s)
+{
+	const struct mgr_iso *iso = nf->iso;
+
+	s->u64(s, "isolated", iso != NULL);
+	if (iso == NULL)
+		return;
+	s->u64(s, "private_kb", iso->len >> 10);
+	s->u64(s, "private_mbufs", iso->n_mbufs);
+	s->u64(s, "copied_in_pkts", iso->pkts_in);
+	s->u64(s, "copied_in_bytes", iso->bytes_in);
+	s->u64(s, "copied_out_pkts", iso->pkts_out);
+	s->u64(s, "copied_out_bytes", iso->bytes_out);
+	s->u64(s, "copies_held", mgr_iso_held(iso));
+	s->u64(s, "bad_lengths", iso->bad_lengths);
+}
+
 static void
 visit_nf(const struct mgr *mgr, const struct mgr_nf *nf, struct stats_sink *s)
 {
@@ -197,6 +217,7 @@ visit_nf(const struct mgr *mgr, const struct mgr_nf *nf, struct stats_sink *s)
 	s->u64(s, "tx_ring_count", rte_ring_count(nf->tx));
 	s->u64(s, "msgs_taken", ctl->msgs_taken);
 	s->u64(s, "msgs_unsent", ctl->msgs_unsent);
+	visit_isolated(nf, s);
 	/* NF-defined counters, flat with a prefix: telemetry nests one level only. */
 	for (int c = 0; c < SQ_NF_COUNTERS; c++) {
 		char cname[SQ_NAME_LEN + 4];

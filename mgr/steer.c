@@ -12,6 +12,7 @@
 
 #include "capture.h"
 #include "guard.h"
+#include "isolate.h"
 #include "nfring.h"
 #include "mgr.h"
 
@@ -99,6 +100,33 @@ pick_instance(struct mgr *mgr, uint16_t service, uint32_t flow_hash)
 	return NULL;
 }
 
+/* An isolated NF gets copies into single buffers of its private pool: a
+ * chained packet (a jumbo frame) is not copied, and dropped under its own
+ * cause. @return the packets left, in order. */
+static unsigned int
+drop_uncopyable(struct role_ctx *role, struct rte_mbuf **pkts, unsigned int n)
+{
+	unsigned int kept = 0;
+
+	for (unsigned int i = 0; i < n; i++) {
+		if (likely(pkts[i]->nb_segs == 1))
+			pkts[kept++] = pkts[i];
+		else
+			mgr_drop(&role->stats, SQ_DROP_ISOLATED_COPY, pkts[i]);
+	}
+	return kept;
+}
+
+/* Onto the NF's rx ring: the packets themselves, or, for an isolated NF,
+ * copies in its private region (isolate.h). */
+static int
+nf_enqueue(struct mgr_nf *nf, struct rte_mbuf **pkts, unsigned int n, bool *moved)
+{
+	if (nf->iso != NULL)
+		return mgr_iso_enqueue(nf->iso, &nf->rx_prod, pkts, n, moved);
+	return mgr_nfring_enqueue(nf->rx, nf->rx_mask, &nf->rx_prod, (void **)pkts, n, moved);
+}
+
 void
 mgr_steer_flush_nf(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id)
 {
@@ -118,6 +146,8 @@ mgr_steer_flush_nf(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id)
 			      stage->n - keep);
 		stage->n = keep;
 	}
+	if (unlikely(nf->iso != NULL))
+		stage->n = (uint16_t)drop_uncopyable(role, stage->pkts, stage->n);
 	/* Copy before the enqueue: once in the ring the NF may change them. */
 	MGR_CAPTURE_NF(mgr, role, MGR_CAP_NF_IN, nf, stage->pkts, stage->n);
 	/* Given before the enqueue: once in the ring the NF may already hold
@@ -128,8 +158,7 @@ mgr_steer_flush_nf(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id)
 	 * geometry and position only (nfring.h). */
 	if (mgr->rx_elsewhere)
 		rte_spinlock_lock(&nf->rx_lock);
-	ret = mgr_nfring_enqueue(nf->rx, nf->rx_mask, &nf->rx_prod, (void **)stage->pkts, stage->n,
-				 &moved);
+	ret = nf_enqueue(nf, stage->pkts, stage->n, &moved);
 	if (mgr->rx_elsewhere)
 		rte_spinlock_unlock(&nf->rx_lock);
 	if (unlikely(moved))

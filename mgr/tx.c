@@ -14,6 +14,7 @@
 
 #include "capture.h"
 #include "guard.h"
+#include "isolate.h"
 #include "nfring.h"
 #include "mgr.h"
 
@@ -194,11 +195,56 @@ try_deactivate(struct mgr *mgr, struct mgr_nf *nf)
 	return !atomic_compare_exchange_strong(&nf->active, &expected, true);
 }
 
+/* Isolated NFs ring the doorbells of their private regions (isolate.h).
+ * Their tx doorbell matters only while they hold packets, so it is read
+ * for NFs on the active list only (take_tx_ready): one line of a private
+ * region each, not one of every isolated NF a round. Messages any of them
+ * may send: their doorbells are swept a slice a round, rung again in the
+ * shared msg-ready bitmap, which msg.c reads every millisecond. */
+#define MSG_SWEEP_PER_ROUND 32
+
+static void
+sweep_msg_doorbells(struct mgr *mgr)
+{
+	uint32_t n = mgr->n_nfs;
+
+	for (uint32_t k = 0; k < n && k < MSG_SWEEP_PER_ROUND * 64; k++) {
+		uint32_t id = mgr->iso_sweep++ % n;
+		struct mgr_iso *iso;
+
+		if ((atomic_load_explicit(&mgr->iso_bits[id / 64], memory_order_relaxed) &
+		     (1ull << (id % 64))) == 0) {
+			/* (a word with no isolated NF: skip to the next word) */
+			continue;
+		}
+		iso = mgr->nfs[id].iso;
+		if (iso != NULL && mgr_iso_take_doorbell(iso->msg_ready))
+			atomic_fetch_or_explicit(&mgr->msg_ready[id / 64], 1ull << (id % 64),
+						 memory_order_seq_cst);
+		if (++mgr->iso_swept % MSG_SWEEP_PER_ROUND == 0)
+			break;
+	}
+}
+
+/* An isolated NF on the active list: its private tx doorbell, rung again
+ * in this round's copy of the shared bitmap (as if it had rung that). */
+static void
+take_iso_doorbell(struct mgr *mgr, uint32_t id)
+{
+	struct mgr_iso *iso = mgr->nfs[id].iso;
+
+	if (iso != NULL && mgr_iso_take_doorbell(iso->tx_ready))
+		mgr->tx_ready_seen[id / 64] |= 1ull << (id % 64);
+}
+
 /* A copy of the tx-ready bitmap for this round: a few words, read once. */
 static void
 read_tx_ready(struct mgr *mgr)
 {
 	_Atomic uint64_t *ready = mgr->tx_ready; /* not the region's offset: NF-writable */
+
+	if (unlikely(mgr->n_iso > 0))
+		sweep_msg_doorbells(mgr);
 
 	for (size_t w = 0; w < mgr->n_tx_ready_words; w++)
 		mgr->tx_ready_seen[w] = atomic_load_explicit(&ready[w], memory_order_relaxed);
@@ -214,6 +260,8 @@ take_tx_ready(struct mgr *mgr, uint32_t id)
 {
 	uint64_t bit = 1ull << (id % 64);
 
+	if (unlikely(atomic_load_explicit(&mgr->iso_bits[id / 64], memory_order_relaxed) & bit))
+		take_iso_doorbell(mgr, id);
 	if ((mgr->tx_ready_seen[id / 64] & bit) == 0)
 		return (mgr->tx_more[id / 64] & bit) != 0;
 	atomic_fetch_and_explicit(&mgr->tx_ready[id / 64], ~bit, memory_order_seq_cst);
@@ -274,6 +322,40 @@ take_back(struct mgr *mgr, struct mgr_nf *nf, struct rte_mbuf **pkts, unsigned i
 	return good;
 }
 
+/* An isolated NF's burst: the originals, its results copied in
+ * (isolate.h). Those with lengths that made no sense are dropped (their
+ * data is the original's), forged descriptors counted. @return descriptors
+ * dequeued, or -1; *got: the good originals in pkts, taken back. */
+static int
+drain_isolated(struct mgr *mgr, struct mgr_nf *nf, struct rte_mbuf **pkts, unsigned int *got,
+	       unsigned int *taken)
+{
+	struct rte_mbuf *bad[SQ_NF_BURST_MAX];
+	uint64_t forged = nf->iso->forged;
+	unsigned int n_bad;
+	int ret;
+
+	/* (the free list is the enqueue's too, on the rx lcore if rx runs there) */
+	if (mgr->rx_elsewhere)
+		rte_spinlock_lock(&nf->rx_lock);
+	ret = mgr_iso_dequeue(nf->iso, &nf->tx_cons, pkts, got, bad, &n_bad, SQ_NF_BURST_MAX);
+	if (mgr->rx_elsewhere)
+		rte_spinlock_unlock(&nf->rx_lock);
+	if (ret <= 0)
+		return ret;
+	if (unlikely(nf->iso->forged != forged)) {
+		mgr->region_corrupt[MGR_CORRUPT_DESCRIPTOR] += nf->iso->forged - forged;
+		nf->bad_descs += nf->iso->forged - forged;
+	}
+	for (unsigned int i = 0; i < n_bad; i++) {
+		mgr_guard_take(bad[i], nf->id);
+		mgr_drop(&mgr->tx.stats, SQ_DROP_BAD_MBUF, bad[i]);
+	}
+	*got = take_back(mgr, nf, pkts, *got, taken);
+	*taken += n_bad;
+	return ret;
+}
+
 unsigned int
 mgr_tx_drain_nf(struct mgr *mgr, struct mgr_nf *nf)
 {
@@ -286,7 +368,11 @@ mgr_tx_drain_nf(struct mgr *mgr, struct mgr_nf *nf)
 	 * worth ahead of ours makes the ring unusable (nfring.h). */
 	if (unlikely(nf->ring_broken))
 		return 0;
-	ret = mgr_nfring_dequeue(nf->tx, nf->tx_mask, &nf->tx_cons, (void **)pkts, SQ_NF_BURST_MAX);
+	if (nf->iso != NULL)
+		ret = drain_isolated(mgr, nf, pkts, &got, &taken);
+	else
+		ret = mgr_nfring_dequeue(nf->tx, nf->tx_mask, &nf->tx_cons, (void **)pkts,
+					 SQ_NF_BURST_MAX);
 	if (unlikely(ret < 0)) {
 		mgr_region_ring_broken(mgr, nf);
 		return 0;
@@ -295,7 +381,8 @@ mgr_tx_drain_nf(struct mgr *mgr, struct mgr_nf *nf)
 	if (n == 0)
 		return 0;
 	mgr->tx_now_tsc = rte_rdtsc();
-	got = take_back(mgr, nf, pkts, n, &taken);
+	if (nf->iso == NULL)
+		got = take_back(mgr, nf, pkts, n, &taken);
 	nf->deq_pkts += taken;
 	/* The NF just wrote each verdict on its core: fetch all the lines at once
 	 * rather than miss on them one by one (the miss was 65% of tx's time). */

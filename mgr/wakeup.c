@@ -160,7 +160,8 @@ wake(struct mgr *mgr, struct mgr_nf *nf, enum wake_reason why)
 	 * lowers when it runs, never exceeds it) */
 	if (mgr->woken_q != NULL)
 		rte_ring_mp_enqueue(mgr->woken_q, (void *)(uintptr_t)nf->id);
-	atomic_fetch_add_explicit(&mgr->region->woken[nf->core_group].n, 1, memory_order_relaxed);
+	/* (in the region the NF maps: it takes itself off when it runs) */
+	atomic_fetch_add_explicit(&nf->hdr->woken[nf->core_group].n, 1, memory_order_relaxed);
 	futex_wake_one(&nf->ctl->state);
 	return true;
 }

@@ -88,6 +88,8 @@ def run(ctx: Context) -> None:
     ctx.summary["ratio_pdr_checks_vs_no_checks"] = (
         rounded(med["checks"] / med["no_checks"]) if ok else float("nan")
     )
+    # (the name for the same figure)
+    ctx.summary["ratio_1nf_checked_vs_unchecked"] = ctx.summary["ratio_pdr_checks_vs_no_checks"]
     ctx.summary["guard_give_ns_per_pkt"] = rounded(spread(gives)["median"])
     ctx.summary["guard_take_ns_per_pkt"] = rounded(spread(takes)["median"])
     ctx.summary["guard_ns_per_pkt"] = rounded(spread(gives)["median"] + spread(takes)["median"])
@@ -138,7 +140,12 @@ EXPERIMENT = Experiment(
         "the take with its checks alone, ns per packet."
     ),
     run=run,
-    summary_keys=("ratio_pdr_checks_vs_no_checks", "guard_ns_per_pkt", "guard_share_of_pkt_time"),
-    targets={"guard_share_of_pkt_time": "<= 0.1"},
+    summary_keys=(
+        "ratio_pdr_checks_vs_no_checks",
+        "ratio_1nf_checked_vs_unchecked",
+        "guard_ns_per_pkt",
+        "guard_share_of_pkt_time",
+    ),
+    targets={"guard_share_of_pkt_time": "<= 0.1", "ratio_1nf_checked_vs_unchecked": ">= 0.95"},
     full_minutes=5,
 )

@@ -5,7 +5,9 @@ before use (mgr/guard.h). A hostile NF (tests/nfs/baddesc.c) that hands back
 foreign pointers, misaligned ones, one packet twice, scribbled headers,
 impossible lengths or a jumbo frame's segments linked in a loop costs only its
 own packets: the manager keeps running, counts each case, never frees a packet
-(or a segment) twice, and every mbuf is home."""
+(or a segment) twice, and every mbuf is home. The same NF in isolated mode
+(`sandbox: isolated`, mgr/isolate.c) does the same to the copies in its
+private region, with the same outcome."""
 
 from __future__ import annotations
 
@@ -27,7 +29,9 @@ def jumbo_frames() -> list[bytes]:
     return [pcaps.jumbo(pcaps.mac(1))[:-2] + i.to_bytes(2, "big") for i in range(N_PKTS)]
 
 
-def start(mgr: Manager, tmp_path: Path, misuse: str, jumbo: bool = False) -> list[bytes]:
+def start(
+    mgr: Manager, tmp_path: Path, misuse: str, jumbo: bool = False, sandbox: str = "none"
+) -> list[bytes]:
     frames = jumbo_frames() if jumbo else pcaps.good_frames(N_PKTS, [pcaps.mac(1)])
     in_pcap = pcaps.write_pcap(tmp_path / "in.pcap", frames)
     cfg = mgr.config(
@@ -38,6 +42,7 @@ def start(mgr: Manager, tmp_path: Path, misuse: str, jumbo: bool = False) -> lis
                 "exec": str(BADDESC),
                 "args": ["--misuse", misuse],
                 "restart": "never",
+                "sandbox": sandbox,
             }
         ],
         chains=[{"name": "c", "services": ["bad"]}],
@@ -54,13 +59,21 @@ def accounted(mgr: Manager) -> int:
 
 
 @pytest.mark.parametrize(
-    "misuse,jumbo",
-    [("foreign", False), ("misaligned", False), ("double", False), ("foreign", True)],
+    "misuse,jumbo,sandbox",
+    [
+        ("foreign", False, "none"),
+        ("misaligned", False, "none"),
+        ("double", False, "none"),
+        ("foreign", True, "none"),
+        ("foreign", False, "isolated"),
+        ("misaligned", False, "isolated"),
+        ("double", False, "isolated"),
+    ],
 )
 def test_descriptors_the_nf_does_not_hold_are_ignored_and_counted(
-    mgr: Manager, tmp_path: Path, misuse: str, jumbo: bool
+    mgr: Manager, tmp_path: Path, misuse: str, jumbo: bool, sandbox: str
 ) -> None:
-    frames = start(mgr, tmp_path, misuse, jumbo)
+    frames = start(mgr, tmp_path, misuse, jumbo, sandbox)
     nf = "bad#0"
     # Each misuse hands back one descriptor that is no packet the NF holds
     # and keeps the packet it should have returned.
@@ -89,8 +102,9 @@ def test_descriptors_the_nf_does_not_hold_are_ignored_and_counted(
     assert len(out) == N_PKTS - bad and all(f in frames for f in out)
 
 
-def test_scribbled_mbuf_headers_are_restored(mgr: Manager, tmp_path: Path) -> None:
-    frames = start(mgr, tmp_path, "mangle")
+@pytest.mark.parametrize("sandbox", ["none", "isolated"])
+def test_scribbled_mbuf_headers_are_restored(mgr: Manager, tmp_path: Path, sandbox: str) -> None:
+    frames = start(mgr, tmp_path, "mangle", sandbox=sandbox)
     mgr.wait_for(lambda: mgr.stats()["tx_pkts"] == N_PKTS, 30, "every packet out")
     st = mgr.stats()
     assert st["drop_pkts"] == 0 and st["region_corrupt"]["descriptor"] == 0, st
@@ -98,8 +112,9 @@ def test_scribbled_mbuf_headers_are_restored(mgr: Manager, tmp_path: Path) -> No
     assert pcaps.read_pcap(tmp_path / "out.pcap") == frames, "bytes in == bytes out"
 
 
-def test_impossible_lengths_cost_the_packet(mgr: Manager, tmp_path: Path) -> None:
-    frames = start(mgr, tmp_path, "lengths")
+@pytest.mark.parametrize("sandbox", ["none", "isolated"])
+def test_impossible_lengths_cost_the_packet(mgr: Manager, tmp_path: Path, sandbox: str) -> None:
+    frames = start(mgr, tmp_path, "lengths", sandbox=sandbox)
     bad = N_PKTS // EVERY
     mgr.wait_for(lambda: accounted(mgr) == N_PKTS, 30, "every packet out or dropped")
     st = mgr.stats()
@@ -123,3 +138,14 @@ def test_a_looped_chain_costs_the_packet(mgr: Manager, tmp_path: Path) -> None:
     mgr.finish()
     kept = [f for i, f in enumerate(frames) if i % EVERY != 0]
     assert pcaps.read_pcap(tmp_path / "out.pcap") == kept
+
+
+def test_a_jumbo_frame_is_not_copied_to_an_isolated_nf(mgr: Manager, tmp_path: Path) -> None:
+    """An isolated NF's private mbufs are single buffers: a chained packet is
+    dropped before the copy, under its own cause, and every segment freed."""
+    start(mgr, tmp_path, "mangle", jumbo=True, sandbox="isolated")
+    mgr.wait_for(lambda: accounted(mgr) == N_PKTS, 30, "every packet out or dropped")
+    st = mgr.stats()
+    assert st["drops"]["isolated_copy"] == N_PKTS == st["drop_pkts"], st["drops"]
+    assert mgr.nfs()["bad#0"]["copied_in_pkts"] == 0
+    mgr.finish()

@@ -20,9 +20,13 @@ HOSTILE = BUILD / "tests" / "nfs" / "squall-nf-hostile"
 N_PKTS = 300
 N_BAD = 20
 SIGSYS = int(signal.SIGSYS)
+# how the hostile NF's report of a try begins (not "spin: spinning")
+SAID = ("succeeded", "failed", "stopped", "outside the region", "in the region")
 
 
 def start(mgr: Manager, tmp_path: Path, attempt: str, **service: object) -> list[bytes]:
+    """A good chain (fwd) and a bad one (the hostile NF trying attempt, with
+    service's keys); the hostile NF's snoop looks for the good chain's MACs."""
     good = pcaps.good_frames(N_PKTS, [pcaps.mac(1)], seed=7)
     bad = pcaps.good_frames(N_BAD, [pcaps.mac(2)], seed=8)
     good_in = pcaps.write_pcap(tmp_path / "good_in.pcap", good)
@@ -39,7 +43,8 @@ def start(mgr: Manager, tmp_path: Path, attempt: str, **service: object) -> list
             {
                 "name": "bad",
                 "exec": str(HOSTILE),
-                "args": ["--try", attempt],
+                "args": ["--try", attempt]
+                + (["--marker", good[0][:12].hex()] if attempt == "snoop" else []),
                 "restart": "never",
                 **service,
             },
@@ -62,17 +67,21 @@ def alive(nf: dict) -> bool:
 
 def outcome(mgr: Manager, attempt: str) -> str:
     """What the hostile NF said of its try, or its exit reason if it died."""
+
+    def said() -> str | None:
+        for line in mgr.stderr_path.read_text().splitlines():
+            tail = line.split(f"squall-nf-hostile: {attempt}: ", 1)
+            if len(tail) == 2 and tail[1].startswith(SAID):
+                return tail[1]
+        return None
+
     mgr.wait_for(
-        lambda: (
-            f"squall-nf-hostile: {attempt}:" in mgr.stderr_path.read_text()
-            or not alive(mgr.nfs()["bad#0"])
-        ),
-        30,
-        "the hostile NF tried",
+        lambda: said() is not None or not alive(mgr.nfs()["bad#0"]), 30, "the hostile NF tried"
     )
-    for line in mgr.stderr_path.read_text().splitlines():
-        if line.startswith(f"squall-nf-hostile: {attempt}:"):
-            return line.split(": ", 2)[2]
+    got = said()
+    if got is not None:
+        return got
+    mgr.wait_for(lambda: mgr.nfs()["bad#0"]["exit_reason"] != "", 10, "its exit reason")
     return str(mgr.nfs()["bad#0"]["exit_reason"])
 
 

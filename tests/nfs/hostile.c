@@ -5,16 +5,32 @@
  * "squall-nf-hostile: TRY: succeeded" or "...: TRY: failed: ERROR"; a try
  * the sandbox's filter forbids ends the process (SIGSYS) instead.
  *
- *   squall-nf-hostile --try socket|fork|ptrace|kill|setuid|mount|alloc|pool
+ *   squall-nf-hostile --try socket|fork|ptrace|kill|setuid|mount|alloc|pool|
+ *                           region|peek|snoop|ctl|spin [--marker HEX]
+ *                     [--after-ms MS]
  *
  * ptrace and kill aim at another NF: the first squall-nf-fwd process found
  * in /proc. alloc takes private memory 16 MiB at a time, touched, up to
  * 16 GiB. pool follows a packet's pool pointer to the manager's mempool and
  * scribbles over its free ring, saying first whether it is in the region.
+ *
+ * Against isolation (`sandbox: isolated`), each aimed at what is not its
+ * own: region opens every Squall region file it can find (/dev/shm's
+ * symlinks, hugetlbfs files, /proc/<pid>/fd links); peek reads the shared
+ * region's first word at its fixed address (SIGSEGV where it is not
+ * mapped); snoop scans all the region memory it maps, for ~0.5 s, for
+ * --marker's bytes (another chain's packets); ctl writes the control block
+ * of every other NF slot it can reach; spin never returns from its handler.
+ * --after-ms: try at the first burst MS after the start, not the first
+ * (a harness that waits for every NF to run sees this one run first).
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <glob.h>
+#include <sys/mman.h>
+#include <time.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +54,19 @@
 
 static const char *what;
 static bool tried;
+static uint8_t marker[64];
+static size_t marker_len;
+static uint64_t after_ms;
+static uint64_t start_ms;
+
+static uint64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
 
 static void
 say(int ok)
@@ -109,6 +138,114 @@ scribble_pool(struct sq_nf *nf, struct rte_mbuf *m)
 	r->prod.head -= 7;
 }
 
+/* Open (read-write) and map every file that could be a Squall region. */
+static void
+open_regions(void)
+{
+	static const char *const patterns[] = {"/dev/shm/squall-*.region", "/dev/hugepages/*",
+					       "/proc/[0-9]*/fd/*"};
+	unsigned int tried_n = 0;
+	glob_t g;
+
+	for (size_t k = 0; k < RTE_DIM(patterns); k++) {
+		if (glob(patterns[k], 0, NULL, &g) != 0)
+			continue;
+		for (size_t i = 0; i < g.gl_pathc; i++) {
+			struct sq_region_hdr hdr;
+			int fd = open(g.gl_pathv[i], O_RDWR | O_CLOEXEC | O_NONBLOCK);
+
+			tried_n++;
+			if (fd < 0)
+				continue;
+			if (pread(fd, &hdr, sizeof(hdr), 0) == (ssize_t)sizeof(hdr) &&
+			    hdr.magic == SQ_REGION_MAGIC && hdr.max_nfs > 1 &&
+			    mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) !=
+				    MAP_FAILED) {
+				fprintf(stderr, NF_NAME ": region: succeeded: %s\n", g.gl_pathv[i]);
+				close(fd);
+				globfree(&g);
+				return;
+			}
+			close(fd);
+		}
+		globfree(&g);
+	}
+	fprintf(stderr, NF_NAME ": region: failed: none of %u files is a region it can map\n",
+		tried_n);
+}
+
+/* The shared region's first word, at the address every shared NF maps it. */
+static void
+peek(void)
+{
+	const volatile uint64_t *p = (const volatile uint64_t *)(uintptr_t)SQ_REGION_BASE_ADDR;
+
+	fprintf(stderr, NF_NAME ": peek: reading %#llx\n", SQ_REGION_BASE_ADDR);
+	fflush(stderr);
+	fprintf(stderr, NF_NAME ": peek: succeeded: %#" PRIx64 "\n", *p);
+}
+
+/* Another chain's packets, anywhere in the region memory this NF maps. */
+static void
+snoop(struct sq_nf *nf)
+{
+	const struct sq_region_hdr *hdr = sq_nf_region(nf);
+	const struct timespec nap = {.tv_nsec = 10 * 1000 * 1000};
+
+	for (int i = 0; i < 40; i++) {
+		const uint8_t *at = memmem(hdr, hdr->len_bytes, marker, marker_len);
+
+		if (at != NULL) {
+			fprintf(stderr, NF_NAME ": snoop: succeeded: at offset %zu\n",
+				(size_t)(at - (const uint8_t *)hdr));
+			return;
+		}
+		nanosleep(&nap, NULL);
+	}
+	fprintf(stderr, NF_NAME ": snoop: failed: not in the %" PRIu64 " KiB it maps\n",
+		hdr->len_bytes >> 10);
+}
+
+/* Every other NF slot's control block and rings in reach: scribbled. */
+static void
+other_ctls(struct sq_nf *nf)
+{
+	struct sq_region_hdr *hdr = sq_nf_region(nf);
+	uint32_t own = sq_nf_ctl(nf)->id, n = 0;
+
+	for (uint32_t id = 0; id < hdr->max_nfs; id++) {
+		struct sq_nf_ctl *ctl = sq_region_nf_ctl(hdr, id);
+
+		if (id == own || ctl->rx_ring_off == 0)
+			continue;
+		ctl->counters[SQ_NF_COUNTERS - 1] += 1;
+		n++;
+	}
+	if (n > 0)
+		fprintf(stderr, NF_NAME ": ctl: succeeded: %u other NFs\n", n);
+	else
+		fprintf(stderr, NF_NAME ": ctl: failed: no other NF in reach (%u slots)\n",
+			hdr->max_nfs);
+}
+
+static int
+parse_marker(const char *hex)
+{
+	size_t n = strlen(hex) / 2;
+
+	if (n == 0 || n > sizeof(marker) || strlen(hex) % 2 != 0)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		unsigned int b;
+
+		if (sscanf(hex + 2 * i, "%2x", &b) != 1)
+			return -1;
+		marker[i] = (uint8_t)b;
+	}
+	marker_len = n;
+	return 0;
+}
+
 static void
 try_once(struct sq_nf *nf, struct rte_mbuf *m)
 {
@@ -124,12 +261,15 @@ try_once(struct sq_nf *nf, struct rte_mbuf *m)
 		if (pid > 0)
 			waitpid(pid, NULL, 0);
 	} else if (strcmp(what, "ptrace") == 0) {
+		/* (none in sight, in a pid namespace of its own: pid 1, itself) */
 		pid = victim();
-		say(pid > 0 && ptrace(PTRACE_ATTACH, pid, NULL, NULL) == 0);
+		say(ptrace(PTRACE_ATTACH, pid > 0 ? pid : 1, NULL, NULL) == 0);
 		if (pid > 0)
 			ptrace(PTRACE_DETACH, pid, NULL, NULL);
 	} else if (strcmp(what, "kill") == 0) {
 		pid = victim();
+		if (pid < 0)
+			errno = ESRCH; /* (no other NF in sight: its own pid namespace) */
 		say(pid > 0 && kill(pid, SIGKILL) == 0);
 	} else if (strcmp(what, "setuid") == 0) {
 		say(setuid(0) == 0);
@@ -139,13 +279,25 @@ try_once(struct sq_nf *nf, struct rte_mbuf *m)
 		alloc_unbounded();
 	} else if (strcmp(what, "pool") == 0) {
 		scribble_pool(nf, m);
+	} else if (strcmp(what, "region") == 0) {
+		open_regions();
+	} else if (strcmp(what, "peek") == 0) {
+		peek();
+	} else if (strcmp(what, "snoop") == 0) {
+		snoop(nf);
+	} else if (strcmp(what, "ctl") == 0) {
+		other_ctls(nf);
+	} else if (strcmp(what, "spin") == 0) {
+		fprintf(stderr, NF_NAME ": spin: spinning\n");
+		for (volatile uint64_t i = 0;; i++)
+			;
 	}
 }
 
 static void
 burst(struct rte_mbuf **pkts, uint16_t n, void *arg)
 {
-	if (!tried && n > 0) {
+	if (!tried && n > 0 && now_ms() - start_ms >= after_ms) {
 		tried = true;
 		try_once(arg, pkts[0]);
 	}
@@ -156,6 +308,8 @@ main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{"try", required_argument, NULL, 't'},
+		{"marker", required_argument, NULL, 'm'},
+		{"after-ms", required_argument, NULL, 'a'},
 		NF_OPT_COMMON_LONGOPTS,
 		{NULL, 0, NULL, 0},
 	};
@@ -165,19 +319,25 @@ main(int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, NF_OPT_SHORT, longopts, NULL)) != -1) {
 		switch (opt) {
 		case 't': what = optarg; break;
+		case 'a': after_ms = strtoull(optarg, NULL, 10); break;
+		case 'm':
+			if (parse_marker(optarg) < 0)
+				return nf_opt_usage_error(NF_NAME);
+			break;
 		case 'h': printf("Usage: " NF_NAME " --try WHAT (tests only)\n"); return 0;
 		case 0: break;
 		default: return nf_opt_usage_error(NF_NAME);
 		}
 	}
 	if (what == NULL) {
-		fprintf(stderr,
-			NF_NAME ": --try socket|fork|ptrace|kill|setuid|mount|alloc|pool\n");
+		fprintf(stderr, NF_NAME ": --try socket|fork|ptrace|kill|setuid|mount|alloc|pool|"
+					"region|peek|snoop|ctl|spin [--marker HEX]\n");
 		return NF_EXIT_USAGE;
 	}
 	ret = nf_opt_attach(argc, argv, &nf);
 	if (ret != 0)
 		return ret;
+	start_ms = now_ms();
 	sq_nf_set_burst_handler(nf, burst, nf);
 	return sq_nf_run(nf) < 0 ? NF_EXIT_FAIL : NF_EXIT_OK;
 }

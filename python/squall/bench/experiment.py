@@ -185,12 +185,24 @@ class Context:
         return f"sqb{os.getpid() % 100000}-{self._n_managers}"
 
     def manager(
-        self, cfg: dict[str, Any], *options: str, label: str = "", mgr_bin: Path | None = None
+        self,
+        cfg: dict[str, Any],
+        *options: str,
+        label: str = "",
+        mgr_bin: Path | None = None,
+        want_nfs: int | None = None,
     ) -> Manager:
         """A started manager on cfg (its manager.name from manager_name()); the
         command and the config text are recorded. Use it in a with block.
-        mgr_bin: another build's squall-mgr (a baseline), not this one's."""
-        m = Manager(self.workdir, cfg, *options, **({"mgr_bin": mgr_bin} if mgr_bin else {}))
+        mgr_bin: another build's squall-mgr (a baseline), not this one's.
+        want_nfs: NFs live that make it started (default: all it starts)."""
+        m = Manager(
+            self.workdir,
+            cfg,
+            *options,
+            **({"mgr_bin": mgr_bin} if mgr_bin else {}),
+            want_nfs=want_nfs,
+        )
         self.command(m.command, what="squall-mgr", label=label, config=m.config_text)
         self._managers.append(m)
         return m.start()
