@@ -40,6 +40,7 @@ ASAN_TESTS ?= $(addprefix tests/integration/, test_per_flow.py test_malformed.py
 	test_restart.py test_aes.py test_capture.py test_bad_descriptors.py test_nf_user.py \
 	test_region_trust.py test_scaling.py test_messages.py test_isolated.py)
 ASAN_DESELECT ?= $(addprefix --deselect tests/integration/, \
+	test_isolated.py::test_unbounded_memory_is_contained \
 	test_per_flow.py::test_lifo_without_linger_hands_the_nf_its_next_flow_at_the_close \
 	test_per_flow.py::test_a_resumed_generator_starts_new_connections \
 	test_per_flow.py::test_a_stuck_nf_does_not_hold_back_the_other_flows_ends \

@@ -85,7 +85,9 @@ def test_an_isolated_chain_forwards_byte_for_byte(mgr: Manager, tmp_path: Path) 
 CONTAINED = {
     # what each try comes to in isolated mode
     "region": "failed: none of",
-    "peek": f"signal {SIGSEGV}",
+    # SIGSEGV; in an ASan build its SEGV report makes a call the filter
+    # forbids first: SIGSYS (either way the NF is gone)
+    "peek": (f"signal {SIGSEGV}", f"signal {SIGSYS}"),
     "snoop": "failed: not in the",
     "ctl": "failed: no other NF in reach (1 slots)",
     "socket": f"signal {SIGSYS}",
@@ -118,9 +120,9 @@ def test_in_shared_mode_the_same_tries_succeed(mgr: Manager, tmp_path: Path, att
     finish_clean(mgr, tmp_path, good)
 
 
-def test_unbounded_memory_and_a_spin_are_contained(mgr: Manager, tmp_path: Path) -> None:
-    """alloc stops at memory_mb (RLIMIT_DATA); a spin forever is killed by
-    the watchdog and its packets reclaimed."""
+def test_unbounded_memory_is_contained(mgr: Manager, tmp_path: Path) -> None:
+    """alloc stops at memory_mb (RLIMIT_DATA). (Not in the ASan subset: an
+    ASan NF cannot reserve its shadow memory under that limit.)"""
     good = start(mgr, tmp_path, "alloc", memory_mb=128, **ISO)
     got = outcome(mgr, "alloc")
     assert got.startswith("stopped at") and int(got.split()[2]) <= 128, got
