@@ -61,6 +61,7 @@ struct mgr_iso {
 	uint64_t pkts_out, bytes_out; /* copied back */
 	uint64_t forged;              /* handed back: no private mbuf it held */
 	uint64_t bad_lengths;         /* handed back with lengths that make no sense */
+	struct mgr_iso *retired_next; /* nfs.c: kept mapped until the manager stops */
 };
 
 /* Bytes of a private region for @p ring_slots rings and @p n_mbufs mbufs of

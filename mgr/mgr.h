@@ -272,7 +272,11 @@ struct mgr {
 	_Atomic uint64_t *iso_bits;
 	uintptr_t iso_next_addr; /* where the next private region goes */
 	uint32_t n_iso;          /* slots with a private region */
-	uint32_t iso_sweep;      /* tx role: the next NF whose msg doorbell it reads */
+	/* Private regions of slots made again for another service while
+	 * running: a role may still read one this round (the tx role's
+	 * doorbell sweep), so they stay mapped until the manager stops. */
+	struct mgr_iso *iso_retired;
+	uint32_t iso_sweep; /* tx role: the next NF whose msg doorbell it reads */
 	uint32_t iso_swept;
 	struct rte_ring *activations;
 	/* wakeup -> director: ids of NFs just woken (the director's own count

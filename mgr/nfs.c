@@ -64,17 +64,26 @@ free_shared_rings(struct mgr *mgr, struct mgr_nf *nf)
 	nf->rx = nf->tx = NULL;
 }
 
+/* The slot's private region, if it has one: unmapped at once when the
+ * manager stops (@p now), else kept until then (mgr->iso_retired). */
 static void
-free_private_region(struct mgr *mgr, struct mgr_nf *nf)
+free_private_region(struct mgr *mgr, struct mgr_nf *nf, bool now)
 {
-	if (nf->iso == NULL)
+	struct mgr_iso *iso = nf->iso;
+
+	if (iso == NULL)
 		return;
 	atomic_fetch_and(&mgr->iso_bits[nf->id / 64], ~(1ull << (nf->id % 64)));
 	mgr->n_iso--;
-	mgr_iso_destroy(nf->iso);
-	free(nf->iso);
-	nf->iso = NULL;
+	__atomic_store_n(&nf->iso, NULL, __ATOMIC_RELEASE);
 	nf->rx = nf->tx = NULL;
+	if (!now) {
+		iso->retired_next = mgr->iso_retired;
+		mgr->iso_retired = iso;
+		return;
+	}
+	mgr_iso_destroy(iso);
+	free(iso);
 }
 
 /* An isolated slot's private region (isolate.h): made once, again only if
@@ -90,7 +99,7 @@ setup_private_region(struct mgr *mgr, struct mgr_nf *nf, const struct sq_cfg_ser
 	free_shared_rings(mgr, nf);
 	if (nf->iso != NULL && nf->iso->ring_slots == cs->ring_slots && nf->iso->n_mbufs == n)
 		goto done;
-	free_private_region(mgr, nf);
+	free_private_region(mgr, nf, false);
 	if (mgr->iso_next_addr == 0)
 		mgr->iso_next_addr = SQ_ISO_BASE_ADDR;
 	if (mgr->iso_next_addr + len > SQ_ISO_BASE_ADDR + SQ_ISO_SPAN)
@@ -126,7 +135,7 @@ setup_rings(struct mgr *mgr, struct mgr_nf *nf, const struct sq_cfg_service *cs)
 
 	if (cs->sandbox == SQ_SANDBOX_ISOLATED)
 		return setup_private_region(mgr, nf, cs);
-	free_private_region(mgr, nf);
+	free_private_region(mgr, nf, false);
 	nf->hdr = mgr->region;
 	/* A slot made again (control role: its last NF is gone and reclaimed)
 	 * keeps rings of the right size. */
@@ -1032,8 +1041,15 @@ void
 mgr_nfs_free(struct mgr *mgr)
 {
 	for (uint32_t i = 0; i < mgr->n_nfs; i++) {
-		free_private_region(mgr, &mgr->nfs[i]);
+		free_private_region(mgr, &mgr->nfs[i], true);
 		free_shared_rings(mgr, &mgr->nfs[i]);
+	}
+	while (mgr->iso_retired != NULL) {
+		struct mgr_iso *iso = mgr->iso_retired;
+
+		mgr->iso_retired = iso->retired_next;
+		mgr_iso_destroy(iso);
+		free(iso);
 	}
 	free(mgr->nfs);
 	free((void *)mgr->iso_bits);

@@ -217,7 +217,7 @@ sweep_msg_doorbells(struct mgr *mgr)
 			/* (a word with no isolated NF: skip to the next word) */
 			continue;
 		}
-		iso = mgr->nfs[id].iso;
+		iso = __atomic_load_n(&mgr->nfs[id].iso, __ATOMIC_ACQUIRE);
 		if (iso != NULL && mgr_iso_take_doorbell(iso->msg_ready))
 			atomic_fetch_or_explicit(&mgr->msg_ready[id / 64], 1ull << (id % 64),
 						 memory_order_seq_cst);
@@ -231,7 +231,7 @@ sweep_msg_doorbells(struct mgr *mgr)
 static void
 take_iso_doorbell(struct mgr *mgr, uint32_t id)
 {
-	struct mgr_iso *iso = mgr->nfs[id].iso;
+	struct mgr_iso *iso = __atomic_load_n(&mgr->nfs[id].iso, __ATOMIC_ACQUIRE);
 
 	if (iso != NULL && mgr_iso_take_doorbell(iso->tx_ready))
 		mgr->tx_ready_seen[id / 64] |= 1ull << (id % 64);

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pcaps
 import pytest
-from conftest import BUILD, Manager
+from conftest import BUILD, Manager, to_yaml
 from test_sandbox import N_PKTS, alive, finish_clean, outcome, start
 
 N_BAD = 20
@@ -203,4 +203,31 @@ def test_messages_reach_an_isolated_nf_and_come_back(mgr: Manager) -> None:
     assert (m["sent"], m["received"], m["bad"]) == (1, 1, 0), m
     assert mgr.query("/squall/gen_rate,0")["rate_pps"] == 0
     mgr.wait_accounted(int(mgr.query("/squall/gen")["sent_pkts"]))
+    mgr.finish()
+
+
+def test_isolated_services_come_and_go_while_running(mgr: Manager, tmp_path: Path) -> None:
+    """apply replaces an isolated service with a shared one and back, under
+    traffic, twice: the slots' private regions are made and retired while
+    the roles run; the manager keeps going and every mbuf comes home."""
+    from test_apply import squallctl
+
+    iso = {"name": "a", "exec": "squall-nf-fwd", **ISO}
+    shared = {"name": "b", "exec": "squall-nf-fwd", "ring_slots": 256}
+    cfg = gen_config(mgr, iso)
+    mgr.start(cfg)
+    for k in range(4):
+        svc = shared if k % 2 == 0 else dict(iso, name=f"a{k}")
+        nxt = dict(cfg, services=[svc], chains=[{"name": "c", "services": [svc["name"]]}])
+        path = tmp_path / f"apply{k}.yaml"
+        path.write_text(to_yaml(nxt))
+        r = squallctl(mgr, "apply", str(path))
+        assert r.returncode == 0, r.stderr
+        name = f"{svc['name']}#0"
+        mgr.wait_for(lambda n=name: mgr.nfs().get(n, {}).get("rx_pkts", 0) > 100, 30, name)
+        assert mgr.nfs()[name]["isolated"] == (k % 2)
+    assert mgr.query("/squall/gen_rate,0")["rate_pps"] == 0
+    mgr.wait_accounted(int(mgr.query("/squall/gen")["sent_pkts"]))
+    drops = mgr.stats()["drops"]
+    assert sum(drops.values()) == drops["config_changed"] + drops["nf_died"], drops
     mgr.finish()
