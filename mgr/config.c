@@ -945,6 +945,10 @@ enum {
 	SVC_MAX_OUTSTANDING,
 	SVC_SANDBOX,
 	SVC_MEMORY_MB,
+	SVC_CPU_MAX_PCT,
+	SVC_CPU_WEIGHT,
+	SVC_MEMORY_MAX_MB,
+	SVC_PIDS_MAX,
 	SVC_SCALE,
 	SVC_N_KEYS
 };
@@ -976,8 +980,30 @@ static const char *const svc_keys[SVC_N_KEYS] = {
 	"max_outstanding_pkts",
 	"sandbox",
 	"memory_mb",
+	"cpu_max_pct",
+	"cpu_weight",
+	"memory_max_mb",
+	"pids_max",
 	"scale",
 };
+
+/* cgroup v2's own bounds: cpu.max takes at least 1 ms of a 100 ms period,
+ * cpu.weight 1..10000; 0 leaves a limit off. */
+static int
+parse_cgroup(struct ctx *c, yaml_node_t *const *v, const char *b, struct sq_cfg_cgroup *cg)
+{
+	int ret;
+
+	ret = get_u32(c, v[SVC_CPU_MAX_PCT], b, "cpu_max_pct", 0, 102400, &cg->cpu_max_pct);
+	if (ret == 0)
+		ret = get_u32(c, v[SVC_CPU_WEIGHT], b, "cpu_weight", 0, 10000, &cg->cpu_weight);
+	if (ret == 0)
+		ret = get_u32(c, v[SVC_MEMORY_MAX_MB], b, "memory_max_mb", 0, 1u << 20,
+			      &cg->memory_max_mb);
+	if (ret == 0)
+		ret = get_u32(c, v[SVC_PIDS_MAX], b, "pids_max", 0, 4194304, &cg->pids_max);
+	return ret;
+}
 
 static int
 parse_service(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_cfg_service *svc)
@@ -1082,6 +1108,8 @@ parse_service(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_c
 			       RTE_DIM(sandbox_words), &svc->sandbox);
 	if (ret == 0)
 		ret = get_u32(c, v[SVC_MEMORY_MB], b, "memory_mb", 0, 1u << 20, &svc->memory_mb);
+	if (ret == 0)
+		ret = parse_cgroup(c, v, b, &svc->cgroup);
 	svc->spin_ns = (uint64_t)spin_us * 1000;
 	if (ret == 0)
 		ret = parse_scale(c, v[SVC_SCALE], b, svc, v[SVC_INSTANCES] != NULL,

@@ -61,6 +61,14 @@ struct sq_cfg_scale {
 	int line;
 };
 
+/* A service's cgroup limits, its NFs together (mgr/cgroup.c); 0: no limit. */
+struct sq_cfg_cgroup {
+	uint32_t cpu_max_pct;   /* percent of one CPU (cpu.max; v1 cpu.cfs_quota_us) */
+	uint32_t cpu_weight;    /* 1..10000, its share when the CPU is contended */
+	uint32_t memory_max_mb; /* memory.max (v1 memory.limit_in_bytes) */
+	uint32_t pids_max;      /* processes and threads (pids.max) */
+};
+
 struct sq_cfg_service {
 	char name[SQ_CFG_NAME_LEN];
 	char exec[SQ_CFG_PATH_LEN];     /* resolved absolute path of the NF binary */
@@ -90,6 +98,7 @@ struct sq_cfg_service {
 	uint32_t max_outstanding_pkts; /* packets an NF may hold at once; default 2 rings + 64 */
 	uint32_t sandbox;              /* enum sq_sandbox; default none */
 	uint32_t memory_mb; /* an NF's private memory (RLIMIT_DATA); 0: no limit (default) */
+	struct sq_cfg_cgroup cgroup;
 	struct sq_cfg_scale scale;
 	/* Running config only: removed while a draining chain's flows still
 	 * use its NFs (mgr/control.c). */

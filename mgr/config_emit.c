@@ -286,6 +286,10 @@ emit_service(struct out *o, const struct sq_cfg_service *s)
 	kv_u64(o, "max_outstanding_pkts", s->max_outstanding_pkts);
 	kv(o, "sandbox", WORD(sandbox_words, s->sandbox));
 	kv_u64(o, "memory_mb", s->memory_mb);
+	kv_u64(o, "cpu_max_pct", s->cgroup.cpu_max_pct);
+	kv_u64(o, "cpu_weight", s->cgroup.cpu_weight);
+	kv_u64(o, "memory_max_mb", s->cgroup.memory_max_mb);
+	kv_u64(o, "pids_max", s->cgroup.pids_max);
 	if (s->scale.enabled)
 		emit_scale(o, &s->scale);
 	map_end(o);

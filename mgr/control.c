@@ -118,7 +118,7 @@ mgr_control_unlock(void)
  * change)? Otherwise an apply would drop it silently. These sizes trip
  * when a struct grows; config_emit.c must write the new key too. */
 static_assert(offsetof(struct sq_config, ports) == 636, "manager key: plan_manager");
-static_assert(sizeof(struct sq_cfg_service) == 856, "service key: plan_service");
+static_assert(sizeof(struct sq_cfg_service) == 872, "service key: plan_service");
 static_assert(sizeof(struct sq_cfg_scale) == 36, "scale key: plan_service");
 static_assert(sizeof(struct sq_cfg_wake) == 32, "wake key: same_wake");
 static_assert(sizeof(struct sq_cfg_port) == 2092, "port key: same_port");
@@ -336,6 +336,10 @@ plan_service(struct plan *p, const struct sq_cfg_service *c, const struct sq_cfg
 		note(p, "service %s: max_outstanding_pkts %u -> %u", s->name,
 		     c->max_outstanding_pkts, s->max_outstanding_pkts);
 	out->max_outstanding_pkts = s->max_outstanding_pkts;
+	/* written to the service's cgroup after the switch (mgr_nfs_cgroups_sync) */
+	if (memcmp(&c->cgroup, &s->cgroup, sizeof(c->cgroup)) != 0)
+		note(p, "service %s: cgroup limits", s->name);
+	out->cgroup = s->cgroup;
 	out->instances = s->instances;
 	out->wake = s->wake;
 	out->burst_max = s->burst_max;
@@ -786,6 +790,8 @@ switch_to(struct mgr *mgr, struct sq_config *next)
 		free(old);
 	}
 	ctl.cfg_owned = true;
+	/* before an NF of it starts: groups of added services, changed limits */
+	mgr_nfs_cgroups_sync(mgr);
 	return 0;
 }
 

@@ -197,6 +197,9 @@ struct mgr_service {
 	/* scaler: moves when an instance is blocked or unblocked, so the
 	 * director rebuilds the set new flows are spread over */
 	_Atomic uint32_t scale_gen;
+	/* its NFs' cgroup when it has limits (nfs.c): made and changed under
+	 * the control lock, read by the NFs' starts */
+	struct mgr_cgroup *_Atomic cgroup;
 };
 
 struct mgr_chain {
@@ -276,6 +279,10 @@ struct mgr {
 	 * running: a role may still read one this round (the tx role's
 	 * doorbell sweep), so they stay mapped until the manager stops. */
 	struct mgr_iso *iso_retired;
+	/* cgroups of services removed while running: an NF start may still
+	 * read one; closed (and their directories removed) at the stop */
+	struct mgr_cgroup **cg_retired;
+	uint32_t n_cg_retired;
 	uint32_t iso_sweep; /* tx role: the next NF whose msg doorbell it reads */
 	uint32_t iso_swept;
 	struct rte_ring *activations;
@@ -418,6 +425,12 @@ const char *mgr_wake_policy_name(uint32_t policy);
 
 /* nfs.c */
 int mgr_nfs_init(struct mgr *mgr);
+/* Each service's cgroup as its config says: made for a service with limits,
+ * its limits written when they changed. Under the control lock. @return 0,
+ * or the first error (logged; that service's NFs then do not start). */
+int mgr_nfs_cgroups_sync(struct mgr *mgr);
+/* After the last NF has gone: every cgroup closed and removed. */
+void mgr_nfs_cgroups_free(struct mgr *mgr);
 int mgr_nfs_spawn_all(struct mgr *mgr);
 unsigned int mgr_nfs_poll(struct mgr *mgr);
 void mgr_nfs_stop_all(struct mgr *mgr);

@@ -20,6 +20,7 @@
 #include <rte_malloc.h>
 #include <rte_mempool.h>
 
+#include "cgroup.h"
 #include "guard.h"
 #include "isolate.h"
 #include "mgr.h"
@@ -237,7 +238,132 @@ mgr_nfs_init(struct mgr *mgr)
 			mgr->n_nfs = id + 1;
 		}
 	}
+	return mgr_nfs_cgroups_sync(mgr);
+}
+
+/* ------------------------------------------------------------ cgroups */
+
+static const struct mgr_cg_root host_cgroups = {"/sys/fs/cgroup", "/proc/self/cgroup"};
+
+static void
+log_limits(const struct mgr *mgr, const struct sq_cfg_service *cs, const struct mgr_cgroup *cg)
+{
+	MGR_LOG(NOTICE,
+		"service %s: cgroup v%d %s: cpu_max_pct %u, cpu_weight %u, memory_max_mb %u, "
+		"pids_max %u (0: no limit)\n",
+		cs->name, cg->version,
+		cg->dir[MGR_CG_MEMORY][0] ? cg->dir[MGR_CG_MEMORY] : cg->dir[0],
+		cs->cgroup.cpu_max_pct, cs->cgroup.cpu_weight, cs->cgroup.memory_max_mb,
+		cs->cgroup.pids_max);
+	(void)mgr;
+}
+
+/* A service at an index another had: the other's group is retired, not
+ * freed (a restart on the main lcore may be reading it). */
+static int
+retire_cgroup(struct mgr *mgr, struct mgr_service *svc)
+{
+	struct mgr_cgroup **r;
+
+	r = realloc(mgr->cg_retired, (mgr->n_cg_retired + 1) * sizeof(*r));
+	if (r == NULL)
+		return -ENOMEM;
+	mgr->cg_retired = r;
+	r[mgr->n_cg_retired++] = svc->cgroup;
+	atomic_store(&svc->cgroup, NULL);
 	return 0;
+}
+
+static int
+sync_cgroup(struct mgr *mgr, uint16_t s)
+{
+	const struct sq_cfg_service *cs = &mgr->cfg->services[s];
+	struct mgr_service *svc = &mgr->services[s];
+	struct mgr_cgroup *cg = svc->cgroup;
+	char err[PATH_MAX + 256];
+	int ret;
+
+	if (cg != NULL && strcmp(cg->name, cs->name) != 0) {
+		ret = retire_cgroup(mgr, svc);
+		if (ret < 0)
+			return ret;
+		cg = NULL;
+	}
+	if (cg == NULL) {
+		if (!mgr_cgroup_wanted(&cs->cgroup))
+			return 0;
+		cg = malloc(sizeof(*cg));
+		if (cg == NULL)
+			return -ENOMEM;
+		ret = mgr_cgroup_open(cg, &host_cgroups, mgr->cfg->name, cs->name, err,
+				      sizeof(err));
+		if (ret == 0)
+			ret = mgr_cgroup_limit(cg, &cs->cgroup, err, sizeof(err));
+		if (ret < 0) {
+			mgr_cgroup_close(cg);
+			free(cg);
+			MGR_LOG(ERR, "service %s: %s\n", cs->name, err);
+			return ret;
+		}
+		log_limits(mgr, cs, cg);
+		atomic_store(&svc->cgroup, cg); /* whole before an NF start reads it */
+		/* limits given to a service while its NFs run: they move in too */
+		for (uint32_t i = 0; i < svc->cap_nfs; i++) {
+			const struct mgr_nf *nf = &mgr->nfs[svc->first_nf + i];
+
+			ret = nf->pid > 0 ? mgr_cgroup_attach(cg, nf->pid) : 0;
+			if (ret < 0)
+				MGR_LOG(WARNING, "%s#%u: not moved into its cgroup: %s\n", cs->name,
+					nf->instance, strerror(-ret));
+		}
+		return 0;
+	}
+	if (memcmp(&cg->set, &cs->cgroup, sizeof(cg->set)) == 0)
+		return 0;
+	ret = mgr_cgroup_limit(cg, &cs->cgroup, err, sizeof(err));
+	if (ret < 0) {
+		MGR_LOG(ERR, "service %s: %s (its NFs keep the limits they had)\n", cs->name, err);
+		return ret;
+	}
+	log_limits(mgr, cs, cg);
+	return 0;
+}
+
+int
+mgr_nfs_cgroups_sync(struct mgr *mgr)
+{
+	int first = 0;
+
+	for (uint16_t s = 0; s < mgr->cfg->n_services; s++) {
+		int ret = sync_cgroup(mgr, s);
+
+		if (ret < 0 && first == 0)
+			first = ret;
+	}
+	return first;
+}
+
+static void
+free_cgroup(struct mgr_cgroup *cg)
+{
+	if (mgr_cgroup_close(cg) < 0)
+		MGR_LOG(WARNING, "cgroup %s: not removed: %s\n", cg->dir[0], strerror(errno));
+	free(cg);
+}
+
+void
+mgr_nfs_cgroups_free(struct mgr *mgr)
+{
+	for (uint16_t s = 0; s < SQ_MAX_SERVICES; s++) {
+		if (mgr->services[s].cgroup != NULL)
+			free_cgroup(mgr->services[s].cgroup);
+		mgr->services[s].cgroup = NULL;
+	}
+	for (uint32_t i = 0; i < mgr->n_cg_retired; i++)
+		free_cgroup(mgr->cg_retired[i]);
+	free(mgr->cg_retired);
+	mgr->cg_retired = NULL;
+	mgr->n_cg_retired = 0;
 }
 
 /* Hop index of a service: its latest position in any chain. */
@@ -362,6 +488,22 @@ mgr_nfs_spawn(struct mgr *mgr, struct mgr_nf *nf)
 	sp.uid = mgr->cfg->nf_uid;
 	sp.gid = mgr->cfg->nf_gid;
 	sp.data_bytes = (uint64_t)cs->memory_mb << 20;
+	{
+		struct mgr_cgroup *cg = atomic_load(&mgr->services[nf->service].cgroup);
+
+		/* limits asked for and no group to hold them: not started unlimited */
+		if (mgr_cgroup_wanted(&cs->cgroup) && (cg == NULL || strcmp(cg->name, cs->name))) {
+			MGR_LOG(ERR,
+				"%s#%u: not started: no cgroup for its limits (logged above)\n",
+				cs->name, nf->instance);
+			atomic_store(&nf->ctl->state, SQ_NF_DEAD);
+			return -ENOENT;
+		}
+		if (cg != NULL && strcmp(cg->name, cs->name) == 0) {
+			sp.cgroup_fds = cg->procs_fd;
+			sp.n_cgroup_fds = MGR_CG_N;
+		}
+	}
 	if (cs->sandbox == SQ_SANDBOX_STRICT || cs->sandbox == SQ_SANDBOX_ISOLATED) {
 		/* (a uid of its own even where nf_user is root: strict is strict) */
 		sp.set_user = geteuid() == 0;
@@ -1040,6 +1182,7 @@ mgr_nfs_stop_all(struct mgr *mgr)
 void
 mgr_nfs_free(struct mgr *mgr)
 {
+	mgr_nfs_cgroups_free(mgr);
 	for (uint32_t i = 0; i < mgr->n_nfs; i++) {
 		free_private_region(mgr, &mgr->nfs[i], true);
 		free_shared_rings(mgr, &mgr->nfs[i]);

@@ -110,6 +110,11 @@ child_main(void *arg)
 		return child_fail(c, "setpgid");
 	if (s->keep_fd >= 0 && fcntl(s->keep_fd, F_SETFD, 0) < 0)
 		return child_fail(c, "keep_fd");
+	/* Its service's cgroups before anything it allocates: "0" is the
+	 * writer, whatever pid it has in its own pid namespace. */
+	for (unsigned int i = 0; i < s->n_cgroup_fds; i++)
+		if (s->cgroup_fds[i] >= 0 && write(s->cgroup_fds[i], "0", 1) < 0)
+			return child_fail(c, "cgroup");
 	if (s->no_core && setrlimit(RLIMIT_CORE, &(struct rlimit){0, 0}) < 0)
 		return child_fail(c, "rlimit_core");
 	if (s->data_bytes != 0 &&

@@ -22,6 +22,9 @@ struct mgr_spawn {
 	const struct sock_fprog *filter; /* seccomp filter loaded before execve, or NULL */
 	uint64_t data_bytes;             /* RLIMIT_DATA; 0: the manager's */
 	bool no_core;                    /* RLIMIT_CORE 0: a dump would hold packets */
+	/* cgroup.procs files the NF joins (its service's group: mgr/cgroup.c) */
+	const int *cgroup_fds;
+	unsigned int n_cgroup_fds;
 	/* pid, mount, ipc and net namespaces of its own (an isolated NF): a
 	 * /proc of its pid namespace, empty /dev/shm, /dev/hugepages and
 	 * /run/dpdk, no network but loopback (down) */

@@ -20,6 +20,7 @@
 #include <rte_mempool.h>
 #include <rte_ring.h>
 
+#include "cgroup.h"
 #include "isolate.h"
 #include "mgr.h"
 #include "stats.h"
@@ -289,6 +290,48 @@ mgr_stats_visit_chains(const struct mgr *mgr, struct stats_sink *s)
 						  : 0);
 		s->u64(s, "to_nf_p50_ns", tsc_to_ns(lat_quantile_tsc(&mgr->chains[c].to_nf, 0.50)));
 		s->u64(s, "to_nf_p99_ns", tsc_to_ns(lat_quantile_tsc(&mgr->chains[c].to_nf, 0.99)));
+		s->end(s);
+	}
+}
+
+/* A count the kernel could not give (a controller missing here) is left out. */
+static void
+u64_known(struct stats_sink *s, const char *name, long long v)
+{
+	if (v >= 0)
+		s->u64(s, name, (uint64_t)v);
+}
+
+void
+mgr_stats_visit_cgroups(const struct mgr *mgr, struct stats_sink *s)
+{
+	for (uint16_t i = 0; i < mgr->cfg->n_services; i++) {
+		const struct sq_cfg_service *cs = &mgr->cfg->services[i];
+		const struct mgr_cgroup *cg = mgr->services[i].cgroup;
+		struct mgr_cg_stats st;
+		char key[SQ_CFG_NAME_LEN];
+
+		if (cg == NULL || strcmp(cg->name, cs->name) != 0)
+			continue;
+		mgr_cgroup_stats(cg, &st);
+		key_from(key, sizeof(key), cs->name);
+		s->begin(s, key);
+		s->str(s, "name", cs->name);
+		s->u64(s, "version", (uint64_t)cg->version);
+		s->str(s, "cpu_dir", cg->dir[MGR_CG_CPU]);
+		s->str(s, "memory_dir", cg->dir[MGR_CG_MEMORY]);
+		s->str(s, "pids_dir", cg->dir[MGR_CG_PIDS]);
+		s->u64(s, "cpu_max_pct", cg->set.cpu_max_pct);
+		s->u64(s, "cpu_weight", cg->set.cpu_weight);
+		s->u64(s, "memory_max_mb", cg->set.memory_max_mb);
+		s->u64(s, "pids_max", cg->set.pids_max);
+		u64_known(s, "cpu_throttled", st.cpu_throttled);
+		u64_known(s, "cpu_throttled_us", st.cpu_throttled_us);
+		u64_known(s, "memory_bytes", st.memory_bytes);
+		u64_known(s, "memory_max_hits", st.memory_max_hits);
+		u64_known(s, "oom_kills", st.oom_kills);
+		u64_known(s, "pids", st.pids);
+		u64_known(s, "pids_max_hits", st.pids_max_hits);
 		s->end(s);
 	}
 }

@@ -21,6 +21,8 @@ void mgr_stats_visit_nfs(const struct mgr *mgr, struct stats_sink *s, uint32_t f
 void mgr_stats_visit_chains(const struct mgr *mgr, struct stats_sink *s);
 void mgr_stats_visit_flows(const struct mgr *mgr, struct stats_sink *s);
 void mgr_stats_visit_pools(const struct mgr *mgr, struct stats_sink *s);
+/* Services with cgroup limits: the limits, the group and the kernel's counts. */
+void mgr_stats_visit_cgroups(const struct mgr *mgr, struct stats_sink *s);
 
 /* observe.c: /squall/latency and /squall/rules, for the exporter; telemetry.c
  * registers them under its guard and the control lock. */

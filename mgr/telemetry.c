@@ -190,6 +190,18 @@ cmd_chains(const char *cmd, const char *params, struct rte_tel_data *d)
 }
 
 static int
+cmd_cgroups(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	struct tel_sink t;
+
+	(void)cmd;
+	(void)params;
+	tel_sink_init(&t, d);
+	mgr_stats_visit_cgroups(tel_mgr, &t.sink);
+	return 0;
+}
+
+static int
 cmd_latency_reset(const char *cmd, const char *params, struct rte_tel_data *d)
 {
 	(void)cmd;
@@ -353,6 +365,7 @@ cmd_drop_causes(const char *cmd, const char *params, struct rte_tel_data *d)
 GUARDED(cmd_stats)
 GUARDED(cmd_ports)
 GUARDED(cmd_nfs)
+GUARDED(cmd_cgroups)
 GUARDED(cmd_chains)
 GUARDED(cmd_gen)
 GUARDED(cmd_gen_rate)
@@ -408,6 +421,9 @@ mgr_telemetry_init(struct mgr *mgr)
 	    rte_telemetry_register_cmd("/squall/nfs", cmd_nfs_guarded,
 				       "Per-NF state and counters. Parameter: first NF id; "
 				       "\"next\" gives the next page") < 0 ||
+	    rte_telemetry_register_cmd("/squall/cgroups", cmd_cgroups_guarded,
+				       "Services' cgroup limits and the kernel's counts of them. "
+				       "No parameters") < 0 ||
 	    rte_telemetry_register_cmd("/squall/chains", cmd_chains_guarded,
 				       "Per-chain counters. No parameters") < 0 ||
 	    rte_telemetry_register_cmd("/squall/drop_causes", cmd_drop_causes,

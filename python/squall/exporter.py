@@ -123,6 +123,7 @@ class Snapshot:
     to_nf: dict[str, Hist]  # chain -> rx to the first NF
     control: dict[str, Any] | None
     poll_s: float = 0.0
+    cgroups: dict[str, dict[str, Any]] = field(default_factory=dict)  # service -> group
 
 
 def _read_hist(tm: Telemetry, chain: str, which: str) -> Hist | None:
@@ -199,6 +200,7 @@ def read_snapshot(tm: Telemetry) -> Snapshot:
         to_nf=to_nf,
         control=_optional(tm, "/squall/control"),
         poll_s=time.monotonic() - t0,
+        cgroups=by_name(_optional(tm, "/squall/cgroups") or {}),
     )
 
 
@@ -445,6 +447,47 @@ class Poller:
 # ------------------------------------------------------------------- metrics
 
 
+# /squall/cgroups key, metric, help, scale, type; a limit of 0 (none) is left out
+CGROUP_LIMITS = {"cpu_max_pct", "cpu_weight", "memory_max_mb", "pids_max"}
+CGROUP_METRICS = [
+    ("cpu_max_pct", "squall_cgroup_cpu_max_cpus", "cpu.max: CPUs its NFs may use", 0.01, "g"),
+    ("cpu_weight", "squall_cgroup_cpu_weight", "cpu.weight (0: the default)", 1, "g"),
+    ("memory_max_mb", "squall_cgroup_memory_max_bytes", "memory.max", 1 << 20, "g"),
+    ("pids_max", "squall_cgroup_pids_max", "pids.max", 1, "g"),
+    (
+        "cpu_throttled",
+        "squall_cgroup_cpu_throttled_periods",
+        "Periods stopped at cpu.max",
+        1,
+        "counter",
+    ),
+    (
+        "cpu_throttled_us",
+        "squall_cgroup_cpu_throttled_seconds",
+        "Time stopped at cpu.max",
+        1e-6,
+        "counter",
+    ),
+    ("memory_bytes", "squall_cgroup_memory_bytes", "Memory charged now", 1, "g"),
+    (
+        "memory_max_hits",
+        "squall_cgroup_memory_max_events",
+        "Charges that met memory.max",
+        1,
+        "counter",
+    ),
+    ("oom_kills", "squall_cgroup_oom_kills", "NFs the OOM killer ended", 1, "counter"),
+    ("pids", "squall_cgroup_pids", "Processes and threads now", 1, "g"),
+    (
+        "pids_max_hits",
+        "squall_cgroup_pids_max_events",
+        "Forks and threads refused at pids.max",
+        1,
+        "counter",
+    ),
+]
+
+
 def _counter(name: str, doc: str, labels: list[str] | None = None) -> CounterMetricFamily:
     return CounterMetricFamily(name, doc, labels=labels)
 
@@ -567,6 +610,7 @@ class SquallCollector(Collector):
         yield from self._chains(snap)
         yield from self._nfs(snap, self.poller.nf_detail)
         yield from self._flows_pools(snap)
+        yield from self._cgroups(snap)
 
     def _manager(self, snap: Snapshot) -> Iterator[Metric]:
         s = snap.stats
@@ -778,6 +822,15 @@ class SquallCollector(Collector):
                 if p.get("pooled"):
                     c.add_metric([svc], _n(p, key))
             yield c
+
+    def _cgroups(self, snap: Snapshot) -> Iterator[Metric]:
+        """Services with cgroup limits: the limits and the kernel's counts."""
+        for key, name, doc, scale, kind in CGROUP_METRICS:
+            m = (_counter if kind == "counter" else _gauge)(name, doc, ["service"])
+            for svc, g in sorted(snap.cgroups.items()):
+                if key in g and (key not in CGROUP_LIMITS or g[key]):
+                    m.add_metric([svc], _n(g, key) * scale)
+            yield m
 
 
 # ------------------------------------------------------------- web summaries

@@ -51,6 +51,9 @@ CASES = [
     Case("unknown-manager-key", 5, "  stats_interval: 0", r"stats_interval(?!_ms)"),
     Case("wrong-type-int", 16, "    instances: many", r"instances"),
     Case("wrong-type-manager", 4, "  mbufs: [1, 2]", r"mbufs"),
+    Case("cpu-weight-too-big", 16, "    cpu_weight: 10001", r"cpu_weight"),
+    Case("cpu-max-pct-negative", 16, "    cpu_max_pct: -5", r"cpu_max_pct"),
+    Case("pids-max-word", 16, "    pids_max: lots", r"pids_max"),
     Case("half-open-zero", 5, "  flow_half_open_timeout_ms: 0", r"flow_half_open_timeout_ms"),
     Case(
         "half-open-too-long",

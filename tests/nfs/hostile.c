@@ -6,12 +6,12 @@
  * the sandbox's filter forbids ends the process (SIGSYS) instead.
  *
  *   squall-nf-hostile --try socket|fork|ptrace|kill|setuid|mount|alloc|pool|
- *                           region|peek|snoop|ctl|spin [--marker HEX]
+ *                           region|peek|snoop|ctl|spin|threads [--marker HEX]
  *                     [--after-ms MS]
  *
  * ptrace and kill aim at another NF: the first squall-nf-fwd process found
  * in /proc. alloc takes private memory 16 MiB at a time, touched, up to
- * 16 GiB. pool follows a packet's pool pointer to the manager's mempool and
+ * 16 GiB; threads starts up to 64 threads that sleep. pool follows a packet's pool pointer to the manager's mempool and
  * scribbles over its free ring, saying first whether it is in the region.
  *
  * Against isolation (`sandbox: isolated`), each aimed at what is not its
@@ -29,6 +29,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <glob.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <signal.h>
@@ -48,9 +49,10 @@
 
 #include "../../nfs/nf_opt.h"
 
-#define NF_NAME    "squall-nf-hostile"
-#define ALLOC_STEP (16u << 20)
-#define ALLOC_MAX  1024u /* steps */
+#define NF_NAME     "squall-nf-hostile"
+#define ALLOC_STEP  (16u << 20)
+#define ALLOC_MAX   1024u /* steps */
+#define THREADS_MAX 64u
 
 static const char *what;
 static bool tried;
@@ -118,6 +120,33 @@ alloc_unbounded(void)
 	}
 	fprintf(stderr, NF_NAME ": alloc: %s at %u MiB\n", n == ALLOC_MAX ? "succeeded" : "stopped",
 		n * (ALLOC_STEP >> 20));
+}
+
+static void *
+park(void *arg)
+{
+	(void)arg;
+	for (;;)
+		pause();
+	return NULL;
+}
+
+/* Threads without bound: each is a task of its service's pids.max. */
+static void
+threads_unbounded(void)
+{
+	unsigned int n;
+	int e = 0;
+
+	for (n = 0; n < THREADS_MAX; n++) {
+		pthread_t t;
+
+		e = pthread_create(&t, NULL, park, NULL);
+		if (e != 0)
+			break;
+	}
+	fprintf(stderr, NF_NAME ": threads: %s at %u%s%s\n",
+		n == THREADS_MAX ? "succeeded" : "stopped", n, e ? ": " : "", e ? strerror(e) : "");
 }
 
 /* The manager's free ring: were it in the region, the manager's next
@@ -277,6 +306,8 @@ try_once(struct sq_nf *nf, struct rte_mbuf *m)
 		say(mount("none", "/mnt", "tmpfs", 0, NULL) == 0);
 	} else if (strcmp(what, "alloc") == 0) {
 		alloc_unbounded();
+	} else if (strcmp(what, "threads") == 0) {
+		threads_unbounded();
 	} else if (strcmp(what, "pool") == 0) {
 		scribble_pool(nf, m);
 	} else if (strcmp(what, "region") == 0) {
@@ -331,7 +362,7 @@ main(int argc, char **argv)
 	}
 	if (what == NULL) {
 		fprintf(stderr, NF_NAME ": --try socket|fork|ptrace|kill|setuid|mount|alloc|pool|"
-					"region|peek|snoop|ctl|spin [--marker HEX]\n");
+					"region|peek|snoop|ctl|spin|threads [--marker HEX]\n");
 		return NF_EXIT_USAGE;
 	}
 	ret = nf_opt_attach(argc, argv, &nf);

@@ -11,17 +11,7 @@
 #include "ct_parse.h"
 #include "sg.h"
 
-static int passed, failed;
-
-#define CHECK(cond)                                                                        \
-	do {                                                                               \
-		if (cond) {                                                                \
-			passed++;                                                          \
-		} else {                                                                   \
-			failed++;                                                          \
-			fprintf(stderr, "%s:%d: failed: %s\n", __FILE__, __LINE__, #cond); \
-		}                                                                          \
-	} while (0)
+#include "check.h"
 
 #define F_S  CT_TCP_SYN
 #define F_SA (CT_TCP_SYN | CT_TCP_ACK)

@@ -10,17 +10,7 @@
 
 #include "nat.h"
 
-static int passed, failed;
-
-#define CHECK(cond)                                                                        \
-	do {                                                                               \
-		if (cond) {                                                                \
-			passed++;                                                          \
-		} else {                                                                   \
-			failed++;                                                          \
-			fprintf(stderr, "%s:%d: failed: %s\n", __FILE__, __LINE__, #cond); \
-		}                                                                          \
-	} while (0)
+#include "check.h"
 
 #define A(a, b, c, d) ((uint32_t)(a) << 24 | (uint32_t)(b) << 16 | (uint32_t)(c) << 8 | (d))
 

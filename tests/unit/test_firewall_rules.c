@@ -9,17 +9,7 @@
 
 #include "rules.h"
 
-static int passed, failed;
-
-#define CHECK(cond)                                                                        \
-	do {                                                                               \
-		if (cond) {                                                                \
-			passed++;                                                          \
-		} else {                                                                   \
-			failed++;                                                          \
-			fprintf(stderr, "%s:%d: failed: %s\n", __FILE__, __LINE__, #cond); \
-		}                                                                          \
-	} while (0)
+#include "check.h"
 
 static struct fw_key
 key(uint32_t src, uint32_t dst, uint8_t proto, uint16_t sport, uint16_t dport)

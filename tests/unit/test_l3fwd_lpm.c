@@ -12,17 +12,7 @@
 #include "lpm.h"
 #include "ttl.h"
 
-static int passed, failed;
-
-#define CHECK(cond)                                                                        \
-	do {                                                                               \
-		if (cond) {                                                                \
-			passed++;                                                          \
-		} else {                                                                   \
-			failed++;                                                          \
-			fprintf(stderr, "%s:%d: failed: %s\n", __FILE__, __LINE__, #cond); \
-		}                                                                          \
-	} while (0)
+#include "check.h"
 
 struct route {
 	uint32_t prefix;
