@@ -8,6 +8,10 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <squall/log.h>
@@ -88,11 +92,70 @@ out_close:
 	return ret;
 }
 
+/* The manager's attach socket (mgr/attach.c): the region's fd if the
+ * manager allows this process's uid, else its refusal, said. */
+static int
+fd_from_socket(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	char text[200], ctl[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = {.iov_base = text, .iov_len = sizeof(text) - 1};
+	struct msghdr msg = {.msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = ctl,
+			     .msg_controllen = sizeof(ctl)};
+	struct cmsghdr *c;
+	ssize_t n;
+	int s, fd = -ECONNREFUSED;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, path);
+	s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -errno;
+	/* (the manager answers within its control period: a few ms) */
+	setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){.tv_sec = 5},
+		   sizeof(struct timeval));
+	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		fd = -errno;
+		SQ_LOG(ERR, NF, "%s: cannot reach the manager: %s\n", path, strerror(errno));
+		close(s);
+		return fd;
+	}
+	n = recvmsg(s, &msg, MSG_CMSG_CLOEXEC);
+	close(s);
+	if (n <= 0) {
+		SQ_LOG(ERR, NF, "%s: no answer from the manager\n", path);
+		return -ECONNRESET;
+	}
+	text[n] = '\0';
+	for (c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+			memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	if (strcmp(text, "ok") != 0 || fd < 0) {
+		SQ_LOG(ERR, NF, "%s: %s\n", path, text);
+		if (fd >= 0)
+			close(fd);
+		return -EACCES;
+	}
+	return fd;
+}
+
 int
 sq_region_map(const char *path, struct sq_region_hdr **out)
 {
+	struct stat st;
 	int fd, ret;
 
+	if (stat(path, &st) == 0 && S_ISSOCK(st.st_mode)) {
+		fd = fd_from_socket(path);
+		if (fd < 0)
+			return fd;
+		ret = sq_region_map_fd(fd, path, out);
+		close(fd);
+		return ret;
+	}
 	fd = open(path, O_RDWR | O_CLOEXEC);
 	if (fd < 0) {
 		ret = -errno;

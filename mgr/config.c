@@ -574,6 +574,7 @@ enum {
 	MGR_CORE_WAKES,
 	MGR_MAX_NFS,
 	MGR_NF_USER,
+	MGR_ATTACH_USERS,
 	MGR_N_KEYS
 };
 static const char *const mgr_keys[MGR_N_KEYS] = {
@@ -592,6 +593,7 @@ static const char *const mgr_keys[MGR_N_KEYS] = {
 	"core_wakes_per_s",
 	"max_nfs",
 	"nf_user",
+	"attach_users",
 };
 
 /* nf_user: a user name or a numeric uid, resolved now so that a typo is a
@@ -623,6 +625,43 @@ get_nf_user(struct ctx *c, const yaml_node_t *node, const char *b)
 				 "name another unprivileged user",
 				 cfg->nf_user);
 	return fail(c, node, b, "nf_user", "no such user \"%s\"", cfg->nf_user);
+}
+
+/* attach_users: names or uids; a uid with no passwd entry is taken as it is
+ * (a container's), a name must exist. */
+static int
+get_attach_users(struct ctx *c, const yaml_node_t *node, const char *b)
+{
+	struct sq_config *cfg = c->cfg;
+	unsigned int n = 0;
+	int ret;
+
+	if (node == NULL)
+		return 0;
+	ret = get_seq(c, node, b, "attach_users", 0, SQ_MAX_ATTACH_UIDS, &n);
+	for (unsigned int i = 0; ret == 0 && i < n; i++) {
+		const yaml_node_t *item = seq_item(c, node, i);
+		char name[SQ_CFG_NAME_LEN], field[32], *end;
+		const struct passwd *pw;
+		unsigned long uid;
+
+		snprintf(field, sizeof(field), "attach_users[%u]", i);
+		ret = get_name(c, item, b, field, name);
+		if (ret != 0)
+			break;
+		errno = 0;
+		uid = strtoul(name, &end, 10);
+		if (*end == '\0' && errno == 0 && uid < UINT32_MAX) {
+			cfg->attach_uids[i] = (uint32_t)uid;
+		} else {
+			pw = getpwnam(name);
+			if (pw == NULL)
+				return fail(c, item, b, field, "no such user \"%s\"", name);
+			cfg->attach_uids[i] = pw->pw_uid;
+		}
+		cfg->n_attach_uids = (uint16_t)(i + 1);
+	}
+	return ret;
 }
 
 static int
@@ -674,6 +713,8 @@ parse_manager(struct ctx *c, const yaml_node_t *node)
 			      &cfg->core_wakes_per_s);
 	if (ret == 0)
 		ret = get_nf_user(c, v[MGR_NF_USER], b);
+	if (ret == 0)
+		ret = get_attach_users(c, v[MGR_ATTACH_USERS], b);
 	return ret;
 }
 

@@ -20,6 +20,7 @@
 #define SQ_CFG_DEVARGS_LEN 512
 #define SQ_CFG_ERR_LEN     1024
 #define SQ_MAX_DEVARGS_ALT 4
+#define SQ_MAX_ATTACH_UIDS 16
 
 struct sq_cfg_port {
 	char name[SQ_CFG_NAME_LEN];
@@ -223,6 +224,10 @@ struct sq_config {
 	 * scripts/setup.sh; "root" keeps root's uid (and no more) */
 	char nf_user[SQ_CFG_NAME_LEN];
 	uint32_t nf_uid, nf_gid; /* nf_user's, resolved at load */
+	/* uids whose NFs, started by hand, get the region over the attach
+	 * socket (mgr/attach.c), besides root and the manager's own */
+	uint32_t attach_uids[SQ_MAX_ATTACH_UIDS];
+	uint16_t n_attach_uids;
 
 	struct sq_cfg_port ports[SQ_MAX_PORTS];
 	uint16_t n_ports;

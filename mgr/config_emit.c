@@ -193,6 +193,15 @@ emit_manager(struct out *o, const struct sq_config *cfg)
 	kv_u64(o, "core_wakes_per_s", cfg->core_wakes_per_s);
 	kv_u64(o, "max_nfs", cfg->max_nfs);
 	kv(o, "nf_user", cfg->nf_user);
+	scalar(o, "attach_users");
+	seq_start(o, true);
+	for (uint16_t i = 0; i < cfg->n_attach_uids; i++) {
+		char uid[16];
+
+		snprintf(uid, sizeof(uid), "%u", cfg->attach_uids[i]);
+		scalar(o, uid);
+	}
+	seq_end(o);
 	map_end(o);
 }
 

@@ -117,7 +117,7 @@ mgr_control_unlock(void)
  * running (then the plan applies it) or not (then the plan refuses a
  * change)? Otherwise an apply would drop it silently. These sizes trip
  * when a struct grows; config_emit.c must write the new key too. */
-static_assert(offsetof(struct sq_config, ports) == 636, "manager key: plan_manager");
+static_assert(offsetof(struct sq_config, ports) == 704, "manager key: plan_manager");
 static_assert(sizeof(struct sq_cfg_service) == 872, "service key: plan_service");
 static_assert(sizeof(struct sq_cfg_scale) == 36, "scale key: plan_service");
 static_assert(sizeof(struct sq_cfg_wake) == 32, "wake key: same_wake");
@@ -238,6 +238,9 @@ plan_manager(struct plan *p, const struct sq_config *cur, const struct sq_config
 	FIXED(flow_idle_timeout_ms);
 	FIXED(flow_linger_ms);
 	FIXED(flow_half_open_timeout_ms);
+	FIXED(n_attach_uids);
+	if (memcmp(cur->attach_uids, n->attach_uids, sizeof(cur->attach_uids)) != 0)
+		return refuse(p, n->path, 1, "manager.attach_users", "cannot change while running");
 #undef FIXED
 	if (cur->stats_interval_ms != n->stats_interval_ms)
 		note(p, "manager.stats_interval_ms %u -> %u", cur->stats_interval_ms,

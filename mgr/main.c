@@ -18,8 +18,9 @@
 #include <rte_launch.h>
 #include <rte_lcore.h>
 
-#include "control.h"
+#include "attach.h"
 #include "capture.h"
+#include "control.h"
 #include "mgr.h"
 #include "sandbox.h"
 #include "msg.h"
@@ -269,6 +270,8 @@ run_loop(struct mgr *mgr, const struct options *o, bool rx_elsewhere)
 		mgr_nfs_watchdog(mgr);
 		mgr_stats_poll(mgr);
 		mgr_control_poll(mgr);
+		if (mgr->attach != NULL)
+			mgr_attach_poll(mgr->attach);
 		if (o->run_ms != 0 && now - start > hz / 1000 * o->run_ms)
 			break;
 		if (o->idle_exit_ms != 0 && mgr->last_pkt_tsc != 0 &&
@@ -377,6 +380,7 @@ main(int argc, char **argv)
 {
 	static struct sq_config cfg;
 	static struct mgr mgr;
+	static struct mgr_attach attach = {.listen_fd = -1};
 	struct options o = {0};
 	char err[SQ_CFG_ERR_LEN] = "";
 	char nf_path[4096];
@@ -440,9 +444,13 @@ main(int argc, char **argv)
 			MGR_LOG(NOTICE, "rx on lcore %u, tx and control on lcore %u\n", lcore,
 				rte_get_main_lcore());
 	}
+	if (mgr_attach_open(&attach, cfg.name, mgr.region_fd, cfg.attach_uids, cfg.n_attach_uids) ==
+	    0)
+		mgr.attach = &attach;
 	MGR_LOG(NOTICE, "running %s: %u ports, %u NFs, %u chains\n", o.config, mgr.n_ports,
 		mgr.n_nfs, cfg.n_chains);
 	run_loop(&mgr, &o, rx_elsewhere);
+	mgr_attach_close(&attach);
 	MGR_LOG(NOTICE, "stopping\n");
 	status = shutdown_mgr(&mgr, &o, rx_elsewhere);
 	mgr_control_free(&mgr, &cfg);

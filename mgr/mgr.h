@@ -279,6 +279,8 @@ struct mgr {
 	 * running: a role may still read one this round (the tx role's
 	 * doorbell sweep), so they stay mapped until the manager stops. */
 	struct mgr_iso *iso_retired;
+	/* the attach socket (NFs started by hand), main lcore's; NULL: none */
+	struct mgr_attach *attach;
 	/* cgroups of services removed while running: an NF start may still
 	 * read one; closed (and their directories removed) at the stop */
 	struct mgr_cgroup **cg_retired;

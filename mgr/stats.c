@@ -20,6 +20,7 @@
 #include <rte_mempool.h>
 #include <rte_ring.h>
 
+#include "attach.h"
 #include "cgroup.h"
 #include "isolate.h"
 #include "mgr.h"
@@ -95,6 +96,9 @@ mgr_stats_visit_totals(const struct mgr *mgr, struct stats_sink *s)
 	s->u64(s, "mbufs_total", mgr->pool != NULL ? mgr->pool->size : 0);
 	s->u64(s, "nfs_live", nfs_live(mgr));
 	s->u64(s, "nfs_total", mgr->n_nfs);
+	/* NFs started by hand: given the region, or refused (their uid) */
+	s->u64(s, "attach_granted", mgr->attach != NULL ? mgr->attach->granted : 0);
+	s->u64(s, "attach_refused", mgr->attach != NULL ? mgr->attach->refused : 0);
 	/* What the NFs take in the region: their control blocks and rings. */
 	s->u64(s, "nf_ctl_bytes", (uint64_t)mgr->n_nfs * sizeof(struct sq_nf_ctl));
 	s->u64(s, "nf_rings_bytes", mgr->nf_rings_bytes);

@@ -71,11 +71,14 @@ sq_pkt_set_verdict(struct rte_mbuf *pkt, sq_verdict_t verdict)
  * Attach to the manager's region and find this NF's control block.
  * The region and NF id come from the environment the manager sets
  * (SQUALL_REGION, SQUALL_NF_ID) or from the options --sq-region PATH and
- * --sq-id N, which are removed from argv like rte_eal_init() does.
+ * --sq-id N, which are removed from argv like rte_eal_init() does. A PATH
+ * that is the manager's attach socket (/run/squall/squall-NAME.attach) gets
+ * the region from the manager if it allows this process's uid.
  *
  * @return the number of argv entries consumed (>= 0), or
  *   -EINVAL: no region or id given, or an id out of range;
  *   -ENOENT: the region file does not exist;
+ *   -EACCES: the attach socket refused this uid (manager.attach_users);
  *   -EEXIST: something else is mapped at the region's address;
  *   -EPROTO: the region is not a Squall region or has another ABI version;
  *   -ENOMEM: no memory for the handle;

@@ -42,7 +42,28 @@ BUILD = Path(os.environ.get("SQUALL_BUILD_DIR", REPO / "build"))
 MGR_BIN = BUILD / "mgr" / "squall-mgr"
 NF_DIR = BUILD / "nfs"
 NF_NAMES = ("fwd", "monitor", "sig", "cost", "drop", "noop")
-REGION_DIRS = (Path("/dev/hugepages"), Path("/dev/shm"))
+# where a manager's files go: its region, its link, its attach socket
+REGION_DIRS = (Path("/dev/hugepages"), Path("/dev/shm"), Path("/run/squall"))
+
+
+def cgroup_dirs(name: str) -> list[Path]:
+    """The cgroups a manager of that name made (mgr/cgroup.c: squall-NAME
+    under its own cgroup of each hierarchy, which a test's manager shares
+    with the test) that are there now."""
+    found = []
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, ctrls, path = line.split(":", 2)
+        roots = (
+            ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"]
+            if not ctrls
+            else [f"/sys/fs/cgroup/{ctrls.removeprefix('name=')}"]
+        )
+        for root in roots:
+            d = Path(root + path.rstrip("/")) / f"squall-{name}"
+            if d.is_dir():
+                found.append(d)
+    return found
+
 
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 15.0
@@ -392,6 +413,8 @@ class Manager:
         for d in REGION_DIRS:
             for p in sorted(d.glob(f"squall-{self.name}*")):
                 problems.append(f"file left behind: {p}")
+        for d in cgroup_dirs(self.name):
+            problems.append(f"cgroup left behind: {d}")
         for pid in sorted(self.live_nf_pids()):
             cmdline = _read_proc(pid, "cmdline").replace(b"\0", b" ").decode(errors="replace")
             problems.append(f"NF process left behind: {pid} {cmdline}")
@@ -421,6 +444,11 @@ class Manager:
         for d in REGION_DIRS:
             for p in d.glob(f"squall-{self.name}*"):
                 p.unlink(missing_ok=True)
+        for d in cgroup_dirs(self.name):
+            for sub in d.iterdir():
+                if sub.is_dir():
+                    sub.rmdir()
+            d.rmdir()
         # EAL leaves its runtime directory (config, telemetry socket) by design;
         # not a leak worth failing on, but a test run should not pile them up.
         if not self.is_running():

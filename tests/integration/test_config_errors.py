@@ -51,6 +51,8 @@ CASES = [
     Case("unknown-manager-key", 5, "  stats_interval: 0", r"stats_interval(?!_ms)"),
     Case("wrong-type-int", 16, "    instances: many", r"instances"),
     Case("wrong-type-manager", 4, "  mbufs: [1, 2]", r"mbufs"),
+    Case("attach-user-unknown", 5, "  attach_users: [no-such-user-x]", r"attach_users\[0\]"),
+    Case("attach-users-not-a-list", 5, "  attach_users: 7", r"attach_users"),
     Case("cpu-weight-too-big", 16, "    cpu_weight: 10001", r"cpu_weight"),
     Case("cpu-max-pct-negative", 16, "    cpu_max_pct: -5", r"cpu_max_pct"),
     Case("pids-max-word", 16, "    pids_max: lots", r"pids_max"),
