@@ -96,6 +96,7 @@ mgr_stats_visit_totals(const struct mgr *mgr, struct stats_sink *s)
 	s->u64(s, "mbufs_total", mgr->pool != NULL ? mgr->pool->size : 0);
 	s->u64(s, "nfs_live", nfs_live(mgr));
 	s->u64(s, "nfs_total", mgr->n_nfs);
+	s->u64(s, "tsc_hz", rte_get_tsc_hz()); /* what NFs' handler_cycles count */
 	/* NFs started by hand: given the region, or refused (their uid) */
 	s->u64(s, "attach_granted", mgr->attach != NULL ? mgr->attach->granted : 0);
 	s->u64(s, "attach_refused", mgr->attach != NULL ? mgr->attach->refused : 0);

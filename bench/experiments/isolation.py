@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from squall.bench import config
-from squall.bench.experiment import Context, Experiment, Figure, Series, rounded, spread
+from squall.bench.experiment import (
+    Context,
+    Experiment,
+    Figure,
+    Series,
+    rounded,
+    spread,
+    spread_series,
+)
 from squall.bench.paths import BUILD
 from squall.bench.trial import gen_trial, latency_at
 
@@ -230,15 +238,7 @@ def run(ctx: Context) -> None:
     ctx.summary["attacks_contained"] = contained
 
     def series(res: dict, xs: list[int], case: str, key: str, label: str, style: str) -> Series:
-        sp = [spread(r[key] for r in res[case, x]) for x in xs]
-        return Series(
-            label,
-            xs,
-            [s["median"] for s in sp],
-            [s["min"] for s in sp],
-            [s["max"] for s in sp],
-            style,
-        )
+        return spread_series(label, xs, [spread(r[key] for r in res[case, x]) for x in xs], style)
 
     ctx.figure(
         Figure(

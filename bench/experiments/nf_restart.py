@@ -72,8 +72,8 @@ def run(ctx: Context) -> None:
         Figure(
             "nf_restart",
             "NF restart: reap to the new instance's first packet",
-            "kill",
-            "ms",
+            "kill (in order)",
+            "restart time (ms)",
             [Series("restart", xs, restart_ms, restart_ms, restart_ms, "-o")],
             caption=f"One no-op NF under {rate} pps from the generator, SIGKILLed {kills} times.",
         )

@@ -124,6 +124,10 @@ class Snapshot:
     control: dict[str, Any] | None
     poll_s: float = 0.0
     cgroups: dict[str, dict[str, Any]] = field(default_factory=dict)  # service -> group
+    scale: dict[str, Any] | None = None  # /squall/scale: scaled services and totals
+    scale_events: list[dict[str, Any]] = field(default_factory=list)  # the last decisions
+    msgs: dict[str, Any] | None = None  # /squall/msgs: message totals
+    captures: dict[str, Any] | None = None  # /squall/captures: each capture's counters
 
 
 def _read_hist(tm: Telemetry, chain: str, which: str) -> Hist | None:
@@ -201,6 +205,17 @@ def read_snapshot(tm: Telemetry) -> Snapshot:
         control=_optional(tm, "/squall/control"),
         poll_s=time.monotonic() - t0,
         cgroups=by_name(_optional(tm, "/squall/cgroups") or {}),
+        scale=_optional(tm, "/squall/scale"),
+        scale_events=sorted(
+            (
+                v
+                for v in (_optional(tm, "/squall/scale_events") or {}).values()
+                if isinstance(v, dict)
+            ),
+            key=lambda e: int(e.get("seq", 0)),
+        ),
+        msgs=_optional(tm, "/squall/msgs"),
+        captures=_optional(tm, "/squall/captures"),
     )
 
 
@@ -306,6 +321,20 @@ def diff_events(prev: Snapshot | None, cur: Snapshot) -> list[Event]:
                         now,
                         "scale",
                         f"{svc}: pool {old_pool.get('started', 0)} -> {pool.get('started', 0)} NFs",
+                        svc,
+                    )
+                )
+        # the scaler's own decisions, each once (by its sequence number)
+        seen = max((int(e.get("seq", 0)) for e in prev.scale_events), default=-1)
+        for e in cur.scale_events:
+            if int(e.get("seq", 0)) > seen:
+                svc = str(e.get("service", ""))
+                out.append(
+                    Event(
+                        now,
+                        "scale",
+                        f"{svc}: {e.get('reason', '')}: {e.get('from', 0)} -> "
+                        f"{e.get('to', 0)} instances",
                         svc,
                     )
                 )
@@ -447,6 +476,47 @@ class Poller:
 # ------------------------------------------------------------------- metrics
 
 
+# /squall/scale per service: key, metric, help, scale, type
+SCALE_METRICS = [
+    ("instances", "squall_scale_instances", "Instances that take packets", 1, "g"),
+    ("running", "squall_scale_running_nfs", "Instances running (not blocked)", 1, "g"),
+    ("blocked", "squall_scale_blocked_nfs", "Instances told to block", 1, "g"),
+    ("starting", "squall_scale_starting_nfs", "Instances starting", 1, "g"),
+    ("min", "squall_scale_min_instances", "scale.min", 1, "g"),
+    ("max", "squall_scale_max_instances", "scale.max", 1, "g"),
+    ("load_pct", "squall_scale_load_ratio", "The service's load at the last look", 0.01, "g"),
+    ("queue_max", "squall_scale_queue_max_pkts", "Deepest rx ring at the last look", 1, "g"),
+    ("decisions", "squall_scale_decisions", "Scaling decisions", 1, "counter"),
+    ("spawns", "squall_scale_spawns", "Instances started by the scaler", 1, "counter"),
+    ("reruns", "squall_scale_reruns", "Blocked instances told to run", 1, "counter"),
+    ("blocks", "squall_scale_blocks", "Instances told to block", 1, "counter"),
+    ("spawn_failed", "squall_scale_spawn_failures", "Starts that failed", 1, "counter"),
+    ("at_max", "squall_scale_at_max", "Looks that wanted more than scale.max", 1, "counter"),
+    ("core_full", "squall_scale_core_full", "Looks held back: NF core full", 1, "counter"),
+]
+SCALE_TOTALS = [
+    ("events", "squall_scale_events", "Scaling decisions logged", 1, "counter"),
+    ("nf_core_busy_pct", "squall_nf_core_busy_ratio", "NF core busy (/proc/stat)", 0.01, "g"),
+    ("nf_core_work_pct", "squall_nf_core_work_ratio", "NF core in NF handlers", 0.01, "g"),
+    ("scale_out_us_p50", "squall_scale_out_p50_seconds", "Median scale-out time", 1e-6, "g"),
+    ("rerun_us_p50", "squall_scale_rerun_p50_seconds", "Median rerun time", 1e-6, "g"),
+]
+MSG_COUNTERS = {
+    "sent": "Messages the manager sent to NFs",
+    "received": "Messages the manager received from NFs",
+    "full": "Messages not sent: the NF's ring was full",
+    "bad": "Messages from NFs that did not parse",
+    "undelivered": "Messages to NFs that were gone",
+}
+
+CAPTURE_COUNTERS = [
+    ("seen_pkts", "squall_capture_seen_packets", "Packets that passed the capture's point"),
+    ("matched_pkts", "squall_capture_matched_packets", "Packets its filter took"),
+    ("written_pkts", "squall_capture_written_packets", "Copies written to its file"),
+    ("written_bytes", "squall_capture_written_bytes", "Bytes written to its file"),
+    ("dropped_pkts", "squall_capture_dropped_packets", "Copies lost (never the traffic)"),
+]
+
 # /squall/cgroups key, metric, help, scale, type; a limit of 0 (none) is left out
 CGROUP_LIMITS = {"cpu_max_pct", "cpu_weight", "memory_max_mb", "pids_max"}
 CGROUP_METRICS = [
@@ -549,6 +619,26 @@ SERVICE_COUNTERS = {
         "squall_service_held_packets",
         "Packets the manager held for the service's NFs (ring full)",
     ),
+    "bad_descs": (
+        "squall_service_bad_descriptors",
+        "Descriptors the service's NFs handed back that were not theirs to give",
+    ),
+    "watchdog_kills": (
+        "squall_service_watchdog_kills",
+        "The service's NFs killed by the watchdog (packets held, no progress)",
+    ),
+    "copied_in_pkts": (
+        "squall_service_copied_in_packets",
+        "Packets copied into the service's isolated NFs' private regions",
+    ),
+    "copied_out_pkts": (
+        "squall_service_copied_out_packets",
+        "Packets copied back out of the service's isolated NFs' private regions",
+    ),
+    "bad_lengths": (
+        "squall_service_bad_lengths",
+        "Packets an isolated NF handed back with lengths that made no sense",
+    ),
 }
 WAKE_REASONS = {
     "wakes_by_thresh": "threshold",
@@ -558,6 +648,7 @@ WAKE_REASONS = {
 POOL_GAUGES = ("size", "started", "idle", "waiting", "waiting_max")
 POOL_COUNTERS = {
     "assigned": "Flows handed an NF from the pool",
+    "retired": "Pool NFs retired after their flow",
     "empty": "Flows that found the pool empty",
     "backlogged": "Flows held back by the NF core's backlog",
     "waited": "Packets that waited in the fallback queue",
@@ -567,6 +658,8 @@ FLOW_COUNTERS = {
     "flows_created": "squall_flows_created",
     "flows_closed": "squall_flows_closed",
     "flows_idle_expired": "squall_flows_idle_expired",
+    "flows_half_open_expired": "squall_flows_half_open_expired",
+    "flows_config_ended": "squall_flows_config_ended",
     "flows_ended": "squall_flows_ended",
     "handoffs": "squall_flow_handoffs",
     "setup_count": "squall_flow_setups",
@@ -611,6 +704,9 @@ class SquallCollector(Collector):
         yield from self._nfs(snap, self.poller.nf_detail)
         yield from self._flows_pools(snap)
         yield from self._cgroups(snap)
+        yield from self._scaler(snap)
+        yield from self._msgs(snap)
+        yield from self._captures(snap)
 
     def _manager(self, snap: Snapshot) -> Iterator[Metric]:
         s = snap.stats
@@ -625,6 +721,29 @@ class SquallCollector(Collector):
         for cause, n in sorted((s.get("drops") or {}).items()):
             c.add_metric([cause], n)
         yield c
+        c = _counter(
+            "squall_region_corrupt",
+            "Shared state an NF rewrote, found and repaired by the manager, by field",
+            ["field"],
+        )
+        for field_, n in sorted((s.get("region_corrupt") or {}).items()):
+            c.add_metric([field_], n)
+        yield c
+        for key, name, doc in (
+            ("attach_granted", "squall_attach_granted", "NFs started by hand given the region"),
+            ("attach_refused", "squall_attach_refused", "NFs started by hand refused (uid)"),
+        ):
+            if key in s:
+                c = _counter(name, doc)
+                c.add_metric([], _n(s, key))
+                yield c
+        if snap.control is not None:
+            c = _counter("squall_config_applies", "Configs applied while running")
+            c.add_metric([], _n(snap.control, "applies"))
+            yield c
+            c = _counter("squall_config_changes", "Changes made by applied configs")
+            c.add_metric([], _n(snap.control, "changes"))
+            yield c
         info = _gauge("squall_drop_cause_info", "What each drop cause means", ["cause", "what"])
         for cause, what in sorted(snap.drop_causes.items()):
             info.add_metric([cause, what], 1)
@@ -737,6 +856,16 @@ class SquallCollector(Collector):
             for svc, agg in sorted(svc_sum.items()):
                 c.add_metric([svc], agg[ckey])
             yield c
+        hz = _n(snap.stats, "tsc_hz")
+        if hz > 0:
+            c = _counter(
+                "squall_service_handler_seconds",
+                "Time the service's NFs spent in their handlers",
+                ["service"],
+            )
+            for svc, agg in sorted(svc_sum.items()):
+                c.add_metric([svc], agg["handler_cycles"] / hz)
+            yield c
         c = _counter(
             "squall_service_wakes",
             "Wake-ups of the service's NFs, by reason",
@@ -751,7 +880,8 @@ class SquallCollector(Collector):
         nfs = sorted(
             snap.nfs.values(), key=lambda n: (str(n.get("service", "")), int(n.get("instance", 0)))
         )
-        labels = ["service", "instance"]
+        # (not "instance": Prometheus's own label for the scraped target)
+        labels = ["service", "nf_instance"]
 
         def lv(nf: dict[str, Any]) -> list[str]:
             return [str(nf.get("service", "")), str(nf.get("instance", 0))]
@@ -822,6 +952,61 @@ class SquallCollector(Collector):
                 if p.get("pooled"):
                     c.add_metric([svc], _n(p, key))
             yield c
+
+    def _scaler(self, snap: Snapshot) -> Iterator[Metric]:
+        """Scaled services (seed 003): instances by state, load, decisions."""
+        if snap.scale is None:
+            return
+        svcs = {k: v for k, v in snap.scale.items() if isinstance(v, dict)}
+        for key, name, doc, scale, kind in SCALE_METRICS:
+            m = (_counter if kind == "counter" else _gauge)(name, doc, ["service"])
+            for svc, v in sorted(svcs.items()):
+                if key in v:
+                    m.add_metric([str(v.get("name", svc))], _n(v, key) * scale)
+            yield m
+        for key, name, doc, scale, kind in SCALE_TOTALS:
+            if key in snap.scale:
+                m = (_counter if kind == "counter" else _gauge)(name, doc)
+                m.add_metric([], _n(snap.scale, key) * scale)
+                yield m
+
+    def _msgs(self, snap: Snapshot) -> Iterator[Metric]:
+        """Messages between the manager and its NFs (seed 003 section IV.B)."""
+        if snap.msgs is None:
+            return
+        for key, doc in MSG_COUNTERS.items():
+            if key in snap.msgs:
+                c = _counter(f"squall_msgs_{key}", doc)
+                c.add_metric([], _n(snap.msgs, key))
+                yield c
+
+    def _captures(self, snap: Snapshot) -> Iterator[Metric]:
+        """Captures (squallctl capture): what each saw, copied, wrote and lost."""
+        if snap.captures is None:
+            return
+        caps = [v for v in snap.captures.values() if isinstance(v, dict)]
+        labels = ["capture", "point", "name"]
+
+        def lv(c: dict[str, Any]) -> list[str]:
+            return [str(c.get("id", "")), str(c.get("point", "")), str(c.get("name", ""))]
+
+        g = _gauge("squall_capture_running", "1 while the capture runs", labels)
+        for c in caps:
+            g.add_metric(lv(c), 1 if c.get("state") == "running" else 0)
+        yield g
+        for key, name, doc in CAPTURE_COUNTERS:
+            m = _counter(name, doc, labels)
+            for c in caps:
+                m.add_metric(lv(c), _n(c, key))
+            yield m
+        for key, name, doc in (
+            ("pool_mbufs", "squall_capture_pool_mbufs", "mbufs of the captures' copy pool"),
+            ("pool_in_use", "squall_capture_pool_in_use_mbufs", "copies not yet written"),
+        ):
+            if key in snap.captures:
+                g = _gauge(name, doc)
+                g.add_metric([], _n(snap.captures, key))
+                yield g
 
     def _cgroups(self, snap: Snapshot) -> Iterator[Metric]:
         """Services with cgroup limits: the limits and the kernel's counts."""

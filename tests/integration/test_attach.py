@@ -102,3 +102,27 @@ def test_the_socket_goes_with_the_manager(mgr: Manager) -> None:
     assert path.is_socket()
     mgr.finish(live_mbufs=False)
     assert not path.exists()
+
+
+def test_a_second_manager_of_one_name_refuses_and_takes_nothing(mgr: Manager) -> None:
+    """Two managers of one name would share a region path, a telemetry
+    socket and an attach socket: the second refuses, and the first keeps
+    all three (an allowed NF still attaches through its socket)."""
+    cfg = config(mgr, attach_users=[ALLOWED])
+    mgr.start(cfg)
+    first = mgr.proc
+    assert first is not None
+    r = mgr.run_to_exit(cfg)
+    assert r.returncode != 0
+    assert f"is in use by squall-mgr pid {first.pid}; pick another manager.name" in r.stderr, (
+        r.stderr
+    )
+    mgr.proc = first
+    assert mgr.is_running() and Path(attach_path(mgr)).is_socket()
+    nf = by_hand(ALLOWED, attach_path(mgr))
+    try:
+        mgr.wait_for(lambda: mgr.stats()["attach_granted"] == 1, 20, "the region given")
+    finally:
+        nf.terminate()
+        nf.communicate(timeout=20)
+    mgr.finish(live_mbufs=False)

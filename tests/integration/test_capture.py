@@ -203,7 +203,25 @@ def test_capture_every_hop_byte_identical(mgr: Manager, tmp_path: Path) -> None:
         assert c["state"] == "done" and c["end_reason"] == "count reached", c
         assert c["seen_pkts"] == c["copied_pkts"] == c["written_pkts"] == N_PKTS, c
         assert c["dropped_pkts"] == 0, c
+    # and so says the exporter (squallctl serve), one series per capture
+    written = exposition_values(mgr, "squall_capture_written_packets_total")
+    assert len(written) == len(points) and set(written.values()) == {N_PKTS}, written
+    assert set(exposition_values(mgr, "squall_capture_dropped_packets_total").values()) == {0}
     end_clean(mgr)
+
+
+def exposition_values(mgr: Manager, metric: str) -> dict[str, float]:
+    """A metric's samples (labels -> value) in one poll of the exporter."""
+    from squall import exporter
+
+    poller = exporter.Poller(name=mgr.name, interval_s=1.0)
+    poller.poll_once()
+    body, _ = poller.exposition("text/plain")
+    return {
+        line.split("{", 1)[1].rsplit("}", 1)[0]: float(line.rsplit(" ", 1)[1])
+        for line in body.decode().splitlines()
+        if line.startswith(metric + "{")
+    }
 
 
 def test_capture_filter_and_live_pipe(mgr: Manager, tmp_path: Path) -> None:

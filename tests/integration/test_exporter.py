@@ -23,6 +23,7 @@ import pytest
 from conftest import REPO, Manager
 from squall.api import by_name
 from squall.telemetry import TelemetryError
+from test_apply import squallctl
 
 PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
@@ -61,6 +62,14 @@ def metric_value(text: str, name: str, labels: str = "") -> float | None:
         if line.startswith(want + " "):
             return float(line.split()[-1])
     return None
+
+
+def promtool_accepts(exposition: str) -> None:
+    """promtool's linter: naming, units, types and help of every metric."""
+    r = subprocess.run(
+        [str(PROMTOOL), "check", "metrics"], input=exposition, capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
 
 
 class Exporter:
@@ -135,13 +144,12 @@ class Prometheus:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         conf = workdir / "prometheus.yml"
-        # honor_labels: the exporter's own "instance" label (an NF instance)
-        # stays; without it Prometheus renames it exported_instance.
+        # a plain scrape config: the exporter's labels clash with none of
+        # Prometheus's own (job, instance)
         conf.write_text(
             f"global: {{scrape_interval: {SCRAPE_S}s, evaluation_interval: {SCRAPE_S}s}}\n"
             "scrape_configs:\n"
             "  - job_name: squall\n"
-            "    honor_labels: true\n"
             f"    static_configs: [{{targets: ['{target}']}}]\n"
         )
         self.log = workdir / "prometheus.log"
@@ -226,7 +234,9 @@ def test_prometheus_scrapes_rates_and_counters(mgr: Manager, exporter: Exporter)
                 "tx_pkts"
             ],
             'squall_port_received_packets_total{port="gen"}': mgr.ports()["gen"]["rx_pkts"],
-            'squall_nf_received_packets_total{service="mon",instance="0"}': nfs["mon#0"]["rx_pkts"],
+            'squall_nf_received_packets_total{service="mon",nf_instance="0"}': nfs["mon#0"][
+                "rx_pkts"
+            ],
             'squall_service_received_packets_total{service="fwd"}': sum(
                 nf["rx_pkts"] for k, nf in nfs.items() if k.startswith("fwd#")
             ),
@@ -246,17 +256,14 @@ def test_prometheus_scrapes_rates_and_counters(mgr: Manager, exporter: Exporter)
         assert p99 is not None and want_p99 / 2.6 <= p99 <= want_p99 * 2.6, (p99, want_p99)
         # Every NF has a series with its labels, and fwd's two instances are up.
         up = prom.query('squall_nf_up{service="fwd"}')
-        assert sorted(r["metric"]["instance"] for r in up) == ["0", "1"], up
+        assert sorted(r["metric"]["nf_instance"] for r in up) == ["0", "1"], up
         assert all(r["value"][1] == "1" for r in up), up
         check_grafana_dashboard(prom, exporter.metrics())
     finally:
         prom.stop()
     # promtool's linter accepts the exposition (naming, units, types, help).
     text = exporter.metrics()
-    r = subprocess.run(
-        [str(PROMTOOL), "check", "metrics"], input=text, capture_output=True, text=True
-    )
-    assert r.returncode == 0, r.stdout + r.stderr
+    promtool_accepts(text)
     mgr.finish()
 
 
@@ -384,6 +391,25 @@ def test_events_and_states_from_snapshots() -> None:
     assert shown_state(nf(0, 10, "dead", ring_full_drops=3), old) == "dead"
 
 
+def test_each_scaler_decision_is_one_event() -> None:
+    """The scaler's log (/squall/scale_events) read at every poll: a decision
+    becomes one "scale" event, the first time a poll sees it (no manager)."""
+    from squall.exporter import diff_events
+
+    def ev(seq: int, frm: int, to: int) -> dict[str, Any]:
+        return {"seq": seq, "service": "s", "reason": "over", "from": frm, "to": to}
+
+    a = _snap({}, scale_events=[ev(0, 1, 2)])
+    b = _snap({}, scale_events=[ev(0, 1, 2), ev(1, 2, 3)])
+    c = _snap({}, scale_events=[ev(1, 2, 3), ev(2, 3, 2)])  # the log moved on
+    assert [e.kind for e in diff_events(None, a)] == ["manager"]
+    got = [(e.kind, e.what, e.service) for e in diff_events(a, b)]
+    assert got == [("scale", "s: over: 2 -> 3 instances", "s")], got
+    got = [e.what for e in diff_events(b, c)]
+    assert got == ["s: over: 3 -> 2 instances"], got
+    assert diff_events(c, c) == []
+
+
 @pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed")
 def test_per_flow_pools_and_flows_are_exported(mgr: Manager, exporter: Exporter) -> None:
     """A per-flow service: its pool, the flow table and flow setup time are
@@ -414,11 +440,54 @@ def test_per_flow_pools_and_flows_are_exported(mgr: Manager, exporter: Exporter)
         )
 
     wait_until(agrees, 15, "flow and pool metrics equal to telemetry")
-    r = subprocess.run(
-        [str(PROMTOOL), "check", "metrics"],
-        input=exporter.metrics(),
-        capture_output=True,
-        text=True,
-    )
-    assert r.returncode == 0, r.stdout + r.stderr
+    promtool_accepts(exporter.metrics())
     mgr.finish(live_mbufs=False)
+
+
+@pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed")
+def test_scaling_and_messages_are_exported(
+    mgr: Manager, exporter: Exporter, tmp_path: Path
+) -> None:
+    """A scaled service told by hand to 3 instances and back to 1: its
+    instances by state and the scaler's counts are metrics equal to
+    /squall/scale, the BLOCK messages it sent are squall_msgs_sent_total, and
+    each decision is one "scale" event in the page's log."""
+    from test_scaling import scale_of, scaled_config, set_rate, stop_traffic, wait_running
+
+    mgr.start(scaled_config(mgr, tmp_path / "flows"))
+    # decisions before the exporter's first look at a manager are its past
+    wait_until(lambda: metric_value(exporter.metrics(), "squall_up") == 1, 15, "a first poll")
+    set_rate(mgr, 5000)
+    assert squallctl(mgr, "scale", "s", "3").returncode == 0
+    wait_running(mgr, lambda n: n == 3, "3 instances")
+    assert squallctl(mgr, "scale", "s", "1").returncode == 0
+    wait_running(mgr, lambda n: n == 1, "1 instance running")
+    svc = 'service="s"'
+
+    def agrees() -> bool:
+        st, scale, msgs = scale_of(mgr), mgr.query("/squall/scale"), mgr.query("/squall/msgs")
+        text = exporter.metrics()
+        return (
+            metric_value(text, "squall_scale_running_nfs", svc) == st["running"] == 1
+            and metric_value(text, "squall_scale_blocked_nfs", svc) == st["blocked"] == 2
+            and metric_value(text, "squall_scale_spawns_total", svc) == st["spawns"] == 2
+            and metric_value(text, "squall_scale_blocks_total", svc) == st["blocks"] == 2
+            and metric_value(text, "squall_scale_max_instances", svc) == 4
+            and metric_value(text, "squall_scale_events_total") == scale["events"]
+            and metric_value(text, "squall_msgs_sent_total") == msgs["sent"] >= 2
+            and (metric_value(text, "squall_service_handler_seconds_total", svc) or 0) > 0
+        )
+
+    wait_until(agrees, 15, "scaler and message metrics equal to telemetry")
+    promtool_accepts(exporter.metrics())
+    decisions = [
+        e["what"]
+        for e in json.loads(http_get(exporter.url + "/api/events"))
+        if e["kind"] == "scale" and e["what"].endswith(" instances")
+    ]
+    # each once: the hand's two, and none the scaler logged twice
+    assert [w for w in decisions if w.endswith("1 -> 3 instances")] != [], decisions
+    assert [w for w in decisions if w.endswith("3 -> 1 instances")] != [], decisions
+    assert len(decisions) <= int(mgr.query("/squall/scale")["events"]), decisions
+    stop_traffic(mgr)
+    mgr.finish()

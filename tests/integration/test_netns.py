@@ -81,7 +81,12 @@ def http_server(netns: None, tmp_path: Path) -> Iterator[bytes]:
         log.close()
 
 
-def test_http_through_monitor_and_fwd(http_server: bytes, mgr: Manager, tmp_path: Path) -> None:
+@pytest.mark.parametrize("sandbox", ["none", "isolated"])
+def test_http_through_monitor_and_fwd(
+    http_server: bytes, mgr: Manager, tmp_path: Path, sandbox: str
+) -> None:
+    """Real TCP through a 2-NF chain, shared and isolated (each packet copied
+    into each NF's private region and back, twice per hop pair)."""
     # http_server (and netns) come first, so the manager stops before the
     # namespaces go down.
     cfg = mgr.config(
@@ -95,8 +100,9 @@ def test_http_through_monitor_and_fwd(http_server: bytes, mgr: Manager, tmp_path
                 "exec": "squall-nf-monitor",
                 "mode": "sleep",
                 "args": ["--interval-ms", "0"],
+                "sandbox": sandbox,
             },
-            {"name": "fwd", "exec": "squall-nf-fwd", "mode": "sleep"},
+            {"name": "fwd", "exec": "squall-nf-fwd", "mode": "sleep", "sandbox": sandbox},
         ],
         chains=[{"name": "web", "services": ["mon", "fwd"]}],
         rules=[
@@ -128,9 +134,16 @@ def test_http_through_monitor_and_fwd(http_server: bytes, mgr: Manager, tmp_path
     assert ports["server"]["rx_bytes"] >= BODY_BYTES, ports
     assert ports["client"]["tx_bytes"] >= BODY_BYTES, ports
 
+    if sandbox == "isolated":
+        # every packet each NF saw was a copy, and came back as one
+        nfs = mgr.nfs()
+        for name in ("mon#0", "fwd#0"):
+            nf = nfs[name]
+            assert nf["isolated"] == 1 and nf["copied_in_pkts"] >= nf["rx_pkts"] > 0, nf
     ex = mgr.finish()
     mon = ex["nfs"]["mon#0"]
     assert mon["rx_pkts"] > 0 and mon["counters"]["pkts"] == mon["rx_pkts"], mon
+    assert ex["stats"]["drops"].get("isolated_copy", 0) == 0, ex["stats"]["drops"]
     chain = ex["chains"]["web"]
     assert chain["visits_mismatch"] == 0, chain
     assert chain["tx_pkts"] > 0, chain

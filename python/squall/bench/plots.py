@@ -24,6 +24,8 @@ TARGET_LINES: dict[str, list[tuple[float, str]]] = {
     "flow_activations/activations_c1": [(100_000, "target: 100,000 new flows/s held")],
     "flow_activations/activations_c64": [(100_000, "target: 100,000 new flows/s held")],
     "e1_nfs_per_core/latency": [(1000, "target: p99 <= 1 ms at half load, 1,000 NFs")],
+    "nf_restart/nf_restart": [(10, "target: median restart <= 10 ms")],
+    "e2_cpu_vs_rate/cpu_vs_rate": [(1, "target: <= 1% of the core idle, 20 NFs")],
 }
 LEGEND_INSIDE_MAX = 3
 
