@@ -16,17 +16,21 @@
  * (a retransmission after the end): dropped and counted, never handed to the
  * next flow's NF.
  */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <sched.h>
 #include <string.h>
 
+#include <arpa/inet.h>
+
 #include <rte_cycles.h>
 #include <rte_hash.h>
 #include <rte_hash_crc.h>
 #include <rte_ip.h>
 #include <rte_malloc.h>
+#include <rte_net.h>
 #include <rte_tcp.h>
 #include <rte_udp.h>
 
@@ -43,13 +47,17 @@
 /* Ends are handled this often: a pool must cover activations x this. */
 #define DIRECTOR_PERIOD_US 500u
 
+/* Either family: an IPv4 address as IPv4-mapped IPv6 (::ffff:a.b.c.d), so
+ * that one table and one compare serve both. 48 bytes: a length rte_hash
+ * compares with vector instructions; the padding is zeroed. */
 struct flow_key {
-	uint32_t ip_lo, ip_hi;
+	uint8_t ip_lo[16], ip_hi[16];
 	uint16_t port_lo, port_hi; /* the ports of ip_lo and ip_hi */
 	uint16_t chain;
 	uint8_t proto;
-	uint8_t pad;
+	uint8_t pad[9];
 };
+static_assert(sizeof(struct flow_key) == 48, "flow_key: a length rte_hash compares fast");
 
 enum flow_state { FLOW_FREE = 0, FLOW_OPEN, FLOW_LINGER, FLOW_DRAIN };
 
@@ -401,48 +409,96 @@ mgr_director_free(struct mgr *mgr)
 	mgr->dir = NULL;
 }
 
-/* The flow table key from a 5-tuple in network byte order. */
+/* An IPv4 address (network byte order) as IPv4-mapped IPv6. */
 static void
-make_key(uint32_t src, uint32_t dst, uint16_t sport, uint16_t dport, uint8_t proto, uint16_t chain,
-	 struct flow_key *k, bool *from_lo)
+v4_mapped(uint32_t be, uint8_t out[16])
 {
-	*from_lo = src < dst || (src == dst && sport <= dport);
-	*k = (struct flow_key){
-		.ip_lo = *from_lo ? src : dst,
-		.ip_hi = *from_lo ? dst : src,
-		.port_lo = *from_lo ? sport : dport,
-		.port_hi = *from_lo ? dport : sport,
-		.chain = chain,
-		.proto = proto,
-	};
+	static const uint8_t prefix[12] = {[10] = 0xff, [11] = 0xff};
+
+	memcpy(out, prefix, sizeof(prefix));
+	memcpy(out + 12, &be, 4);
 }
 
-/* The symmetric key: both directions of a connection give the same one. */
+/* The flow table key from a 5-tuple in network byte order. */
+static void
+make_key(const uint8_t src[16], const uint8_t dst[16], uint16_t sport, uint16_t dport,
+	 uint8_t proto, uint16_t chain, struct flow_key *k, bool *from_lo)
+{
+	int c = memcmp(src, dst, 16);
+
+	*from_lo = c < 0 || (c == 0 && sport <= dport);
+	memset(k, 0, sizeof(*k));
+	memcpy(k->ip_lo, *from_lo ? src : dst, 16);
+	memcpy(k->ip_hi, *from_lo ? dst : src, 16);
+	k->port_lo = *from_lo ? sport : dport;
+	k->port_hi = *from_lo ? dport : sport;
+	k->chain = chain;
+	k->proto = proto;
+}
+
+/* "a:p-b:p/proto" for the debug log, either family. */
+static const char *
+key_str(const struct flow_key *k, char *buf, size_t len)
+{
+	static const uint8_t mapped[12] = {[10] = 0xff, [11] = 0xff};
+	char a[INET6_ADDRSTRLEN], b[INET6_ADDRSTRLEN];
+	int af = memcmp(k->ip_lo, mapped, 12) == 0 ? AF_INET : AF_INET6;
+
+	inet_ntop(af, af == AF_INET ? k->ip_lo + 12 : k->ip_lo, a, sizeof(a));
+	inet_ntop(af, af == AF_INET ? k->ip_hi + 12 : k->ip_hi, b, sizeof(b));
+	snprintf(buf, len, "%s:%u-%s:%u/%u", a, rte_be_to_cpu_16(k->port_lo), b,
+		 rte_be_to_cpu_16(k->port_hi), k->proto);
+	return buf;
+}
+
+/* The protocol after an IPv6 packet's extension headers (the parse found
+ * them readable: mgr_parse_pkt), or -1. */
+static int
+ipv6_final_proto(const struct rte_mbuf *pkt)
+{
+	const struct rte_ipv6_hdr *ip6 =
+		rte_pktmbuf_mtod_offset(pkt, const struct rte_ipv6_hdr *, pkt->l2_len);
+	uint32_t off = pkt->l2_len + sizeof(*ip6);
+	int frag = 0;
+
+	if ((pkt->packet_type & RTE_PTYPE_L3_MASK) == RTE_PTYPE_L3_IPV6)
+		return ip6->proto;
+	return rte_net_skip_ip6_ext(ip6->proto, pkt, &off, &frag);
+}
+
+/* The symmetric key: both directions of a connection give the same one.
+ * TCP and UDP over IPv4 or IPv6 (after its extension headers), with the
+ * ports in the first segment. */
 static bool
 flow_key_of(const struct rte_mbuf *pkt, uint16_t chain, struct flow_key *k, uint8_t *tcp_flags,
 	    bool *from_lo)
 {
-	const struct rte_ipv4_hdr *ip;
 	uint32_t l4 = pkt->packet_type & RTE_PTYPE_L4_MASK;
-	uint16_t sport, dport;
-	uint32_t src, dst;
+	uint8_t src[16], dst[16];
+	const uint16_t *ports;
 
-	if (!RTE_ETH_IS_IPV4_HDR(pkt->packet_type) ||
-	    (l4 != RTE_PTYPE_L4_TCP && l4 != RTE_PTYPE_L4_UDP) ||
+	if ((l4 != RTE_PTYPE_L4_TCP && l4 != RTE_PTYPE_L4_UDP) ||
 	    pkt->data_len < pkt->l2_len + pkt->l3_len + sizeof(struct rte_tcp_hdr) -
 				    (l4 == RTE_PTYPE_L4_UDP ? 12 : 0))
 		return false;
-	ip = rte_pktmbuf_mtod_offset(pkt, const struct rte_ipv4_hdr *, pkt->l2_len);
-	{
-		const uint16_t *ports =
-			rte_pktmbuf_mtod_offset(pkt, const uint16_t *, pkt->l2_len + pkt->l3_len);
+	if (RTE_ETH_IS_IPV4_HDR(pkt->packet_type)) {
+		const struct rte_ipv4_hdr *ip =
+			rte_pktmbuf_mtod_offset(pkt, const struct rte_ipv4_hdr *, pkt->l2_len);
 
-		sport = ports[0];
-		dport = ports[1];
+		v4_mapped(ip->src_addr, src);
+		v4_mapped(ip->dst_addr, dst);
+	} else if (RTE_ETH_IS_IPV6_HDR(pkt->packet_type)) {
+		const struct rte_ipv6_hdr *ip6 =
+			rte_pktmbuf_mtod_offset(pkt, const struct rte_ipv6_hdr *, pkt->l2_len);
+
+		memcpy(src, ip6->src_addr, 16);
+		memcpy(dst, ip6->dst_addr, 16);
+	} else {
+		return false;
 	}
-	src = ip->src_addr;
-	dst = ip->dst_addr;
-	make_key(src, dst, sport, dport, ip->next_proto_id, chain, k, from_lo);
+	ports = rte_pktmbuf_mtod_offset(pkt, const uint16_t *, pkt->l2_len + pkt->l3_len);
+	make_key(src, dst, ports[0], ports[1], l4 == RTE_PTYPE_L4_TCP ? IPPROTO_TCP : IPPROTO_UDP,
+		 chain, k, from_lo);
 	*tcp_flags = 0;
 	if (l4 == RTE_PTYPE_L4_TCP)
 		*tcp_flags = rte_pktmbuf_mtod_offset(pkt, const struct rte_tcp_hdr *,
@@ -702,9 +758,12 @@ new_flow(struct mgr *mgr, struct director *d, const struct flow_key *k,
 				set_nf_priority(mgr, f->nf[h], rule->nf_priority);
 	d->st.flows_created++;
 	d->st.flows_active++;
-	MGR_LOG(DEBUG, "flow %08x:%u-%08x:%u new at %d nfs %u,%u\n", rte_be_to_cpu_32(k->ip_lo),
-		rte_be_to_cpu_16(k->port_lo), rte_be_to_cpu_32(k->ip_hi),
-		rte_be_to_cpu_16(k->port_hi), pos, f->nf[0], f->nf[1]);
+	if (rte_log_can_log(sq_logtype_mgr, RTE_LOG_DEBUG)) {
+		char ks[128];
+
+		MGR_LOG(DEBUG, "flow %s new at %d nfs %u,%u\n", key_str(k, ks, sizeof(ks)), pos,
+			f->nf[0], f->nf[1]);
+	}
 	return f;
 }
 
@@ -922,7 +981,7 @@ mgr_director_drop_waiting(struct mgr *mgr, int cause)
  * message, -1 if an error whose quote cannot be read. Reads stay inside the
  * IP total length and the first segment. */
 static int
-icmp_error_key(const struct rte_mbuf *pkt, uint16_t chain, struct flow_key *k)
+icmp4_error_key(const struct rte_mbuf *pkt, uint16_t chain, struct flow_key *k)
 {
 	const struct rte_ipv4_hdr *ip =
 		rte_pktmbuf_mtod_offset(pkt, const struct rte_ipv4_hdr *, pkt->l2_len);
@@ -932,6 +991,7 @@ icmp_error_key(const struct rte_mbuf *pkt, uint16_t chain, struct flow_key *k)
 	const struct rte_ipv4_hdr *q;
 	const uint8_t *icmp;
 	const uint16_t *ports;
+	uint8_t src[16], dst[16];
 	bool from_lo;
 
 	if (end < off + 8)
@@ -949,23 +1009,74 @@ icmp_error_key(const struct rte_mbuf *pkt, uint16_t chain, struct flow_key *k)
 	    (rte_be_to_cpu_16(q->fragment_offset) & RTE_IPV4_HDR_OFFSET_MASK) != 0)
 		return -1;
 	ports = rte_pktmbuf_mtod_offset(pkt, const uint16_t *, off + q_ihl);
-	make_key(q->src_addr, q->dst_addr, ports[0], ports[1], q->next_proto_id, chain, k,
-		 &from_lo);
+	v4_mapped(q->src_addr, src);
+	v4_mapped(q->dst_addr, dst);
+	make_key(src, dst, ports[0], ports[1], q->next_proto_id, chain, k, &from_lo);
 	return 1;
 }
 
-/* A packet that is no TCP/UDP IPv4 flow. ARP and the like: any instance of
- * the service will do. Not so in a per-flow service, where every instance is
- * some flow's: there an ICMP error goes to the flow it quotes, and what no
- * flow can be found for is dropped, counted, not given to another flow's NF:
- * - IP fragments: only the first carries the ports. Fragments keyed on
- *   (src, dst, proto, id) would reach one NF, but not the flow's own unless
- *   the manager tracked each datagram from its first fragment, which may come
- *   last or never; so they are dropped (fragment). TCP sets DF; a per-flow
- *   UDP service needs fragments reassembled before it.
- * - IPv6: not in the flow table yet (ipv6).
- * - ICMP errors quoting no flow of the chain (icmp_no_flow). Other ICMP
- *   (echo) keeps the address hash. */
+/* ICMPv6's errors (RFC 4443: destination unreachable, packet too big, time
+ * exceeded, parameter problem: types 1-4) quote as much of the packet as
+ * fits; a quote whose IPv6 header is followed by TCP or UDP gives the flow.
+ * One with extension headers in the quote is not followed (-1: counted as
+ * icmp_no_flow). Neighbour discovery and echo are 0: not errors. */
+static int
+icmp6_error_key(const struct rte_mbuf *pkt, uint16_t chain, struct flow_key *k)
+{
+	const struct rte_ipv6_hdr *ip6 =
+		rte_pktmbuf_mtod_offset(pkt, const struct rte_ipv6_hdr *, pkt->l2_len);
+	uint32_t end = RTE_MIN((uint32_t)pkt->data_len,
+			       pkt->l2_len + sizeof(*ip6) + rte_be_to_cpu_16(ip6->payload_len));
+	uint32_t off = pkt->l2_len + pkt->l3_len;
+	const struct rte_ipv6_hdr *q;
+	const uint16_t *ports;
+	const uint8_t *icmp;
+	bool from_lo;
+
+	if (end < off + 8)
+		return 0;
+	icmp = rte_pktmbuf_mtod_offset(pkt, const uint8_t *, off);
+	if (icmp[0] < 1 || icmp[0] > 4)
+		return 0;
+	off += 8;
+	if (end < off + sizeof(*q) + 4)
+		return -1;
+	q = rte_pktmbuf_mtod_offset(pkt, const struct rte_ipv6_hdr *, off);
+	if ((rte_be_to_cpu_32(q->vtc_flow) >> 28) != 6 ||
+	    (q->proto != IPPROTO_TCP && q->proto != IPPROTO_UDP))
+		return -1;
+	ports = rte_pktmbuf_mtod_offset(pkt, const uint16_t *, off + sizeof(*q));
+	make_key(q->src_addr, q->dst_addr, ports[0], ports[1], q->proto, chain, k, &from_lo);
+	return 1;
+}
+
+/* The ICMP (IPv4) or ICMPv6 error key of @p pkt, as icmp4_error_key says;
+ * 0 for a packet that is neither. (rte_net_get_ptype classes ICMP as no L4:
+ * read the protocol.) */
+static int
+icmp_error_key(const struct rte_mbuf *pkt, uint16_t chain, struct flow_key *k)
+{
+	if (RTE_ETH_IS_IPV4_HDR(pkt->packet_type))
+		return rte_pktmbuf_mtod_offset(pkt, const struct rte_ipv4_hdr *, pkt->l2_len)
+					       ->next_proto_id == IPPROTO_ICMP
+			       ? icmp4_error_key(pkt, chain, k)
+			       : 0;
+	return ipv6_final_proto(pkt) == IPPROTO_ICMPV6 ? icmp6_error_key(pkt, chain, k) : 0;
+}
+
+/* A packet that is no TCP/UDP flow of either family. ARP and the like: any
+ * instance of the service will do. Not so in a per-flow service, where every
+ * instance is some flow's: there an ICMP error goes to the flow it quotes,
+ * and what no flow can be found for is dropped, counted, not given to
+ * another flow's NF:
+ * - IP fragments (IPv4, or IPv6's fragment header): only the first carries
+ *   the ports. Fragments keyed on (src, dst, proto, id) would reach one NF,
+ *   but not the flow's own unless the manager tracked each datagram from its
+ *   first fragment, which may come last or never; so they are dropped
+ *   (fragment). TCP sets DF (IPv6 routers never fragment); a per-flow UDP
+ *   service needs fragments reassembled before it.
+ * - ICMP and ICMPv6 errors quoting no flow of the chain (icmp_no_flow).
+ *   Other ICMP (echo) and IPv6 neighbour discovery keep the address hash. */
 static struct mgr_nf *
 steer_not_a_flow(struct mgr *mgr, struct director *d, struct role_ctx *role,
 		 const struct sq_cfg_rule *rule, struct rte_mbuf *pkt, uint16_t service)
@@ -975,22 +1086,13 @@ steer_not_a_flow(struct mgr *mgr, struct director *d, struct role_ctx *role,
 	struct flow *f;
 	int pos;
 
-	if (rule->assign != SQ_ASSIGN_PER_FLOW)
-		return mgr_steer_to_service(mgr, role, service, pkt);
-	if (RTE_ETH_IS_IPV6_HDR(ptype)) {
-		mgr_drop(&role->stats, SQ_DROP_IPV6, pkt);
-		return NULL;
-	}
-	if (!RTE_ETH_IS_IPV4_HDR(ptype))
+	if (rule->assign != SQ_ASSIGN_PER_FLOW ||
+	    (!RTE_ETH_IS_IPV4_HDR(ptype) && !RTE_ETH_IS_IPV6_HDR(ptype)))
 		return mgr_steer_to_service(mgr, role, service, pkt);
 	if (l4 == RTE_PTYPE_L4_FRAG) {
 		mgr_drop(&role->stats, SQ_DROP_FRAGMENT, pkt);
 		return NULL;
 	}
-	/* (rte_net_get_ptype classes ICMP as no L4: read the protocol.) */
-	if (rte_pktmbuf_mtod_offset(pkt, const struct rte_ipv4_hdr *, pkt->l2_len)->next_proto_id !=
-	    IPPROTO_ICMP)
-		return mgr_steer_to_service(mgr, role, service, pkt);
 	switch (icmp_error_key(pkt, rule->chain, &k)) {
 	case 0: return mgr_steer_to_service(mgr, role, service, pkt);
 	case 1: break;
@@ -1199,10 +1301,12 @@ remove_flow(struct mgr *mgr, struct director *d, struct flow *f)
 		mgr_wakeup_force(mgr, nf);
 		d->cleaning[d->n_cleaning++] = nf->id;
 	}
-	MGR_LOG(DEBUG, "flow %08x:%u-%08x:%u removed (state %u, fins %u, %" PRIu64 " pkts)\n",
-		rte_be_to_cpu_32(f->key.ip_lo), rte_be_to_cpu_16(f->key.port_lo),
-		rte_be_to_cpu_32(f->key.ip_hi), rte_be_to_cpu_16(f->key.port_hi), f->state, f->fins,
-		f->pkts);
+	if (rte_log_can_log(sq_logtype_mgr, RTE_LOG_DEBUG)) {
+		char ks[128];
+
+		MGR_LOG(DEBUG, "flow %s removed (state %u, fins %u, %" PRIu64 " pkts)\n",
+			key_str(&f->key, ks, sizeof(ks)), f->state, f->fins, f->pkts);
+	}
 	/* With lock-free readers the hash keeps a deleted key's slot until told:
 	 * the rx lcore is its only reader, and tx has passed two rounds since the
 	 * flow went quiet (try_remove), so the slot is free to reuse now. */
@@ -1329,11 +1433,12 @@ expire_flows(struct mgr *mgr, struct director *d, uint64_t now)
 		} else if (f->state == FLOW_OPEN && now - f->last_tsc > d->idle_tsc) {
 			f->state = FLOW_DRAIN;
 			d->st.flows_idle_expired++;
-			MGR_LOG(DEBUG,
-				"flow %08x:%u-%08x:%u/%u idle after %" PRIu64 " pkts (fins %u)\n",
-				rte_be_to_cpu_32(f->key.ip_lo), rte_be_to_cpu_16(f->key.port_lo),
-				rte_be_to_cpu_32(f->key.ip_hi), rte_be_to_cpu_16(f->key.port_hi),
-				f->key.proto, f->pkts, f->fins);
+			if (rte_log_can_log(sq_logtype_mgr, RTE_LOG_DEBUG)) {
+				char ks[128];
+
+				MGR_LOG(DEBUG, "flow %s idle after %" PRIu64 " pkts (fins %u)\n",
+					key_str(&f->key, ks, sizeof(ks)), f->pkts, f->fins);
+			}
 		} else if (f->state == FLOW_OPEN && f->tcp && !f->established &&
 			   now - f->syn_tsc > d->half_open_tsc) {
 			/* A SYN flood must not hold the pool's NFs for the idle

@@ -23,7 +23,7 @@
 	_(POOL_EMPTY, pool_empty, "no idle nf for a new flow")                              \
 	_(FLOW_TABLE_FULL, flow_table_full, "flow table full")                              \
 	_(FRAGMENT, fragment, "ip fragment to a per-flow service")                          \
-	_(IPV6, ipv6, "ipv6 to a per-flow service")                                         \
+	_(IPV6_HEADER, ipv6_header, "ipv6 header or extension chain unreadable")            \
 	_(ICMP_NO_FLOW, icmp_no_flow, "icmp error quoting no flow of a per-flow service")   \
 	_(CONFIG_CHANGED, config_changed, "chain, rule or service changed while in flight") \
 	_(SERVICE_FAILED, service_failed, "service failed (crash loop)")                    \

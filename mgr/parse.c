@@ -103,8 +103,8 @@ parse_tagged(struct rte_mbuf *pkt, struct rte_net_hdr_lens *lens)
 }
 
 /* A symmetric hash of an IPv6 packet's addresses and next header (and ports
- * for TCP and UDP without extension headers): IPv6 is not in the flow table,
- * but its flows must spread over the instances, not all land on one. */
+ * for TCP and UDP): its flows spread over an rss service's instances, as
+ * IPv4's do, not all on one. */
 static void
 hash_ipv6(struct rte_mbuf *pkt)
 {
@@ -137,6 +137,36 @@ hash_ipv6(struct rte_mbuf *pkt)
 	pkt->hash.rss = rte_hash_crc_4byte(ports, h);
 }
 
+/* An IPv6 packet the manager can read: DPDK found its fixed header (a
+ * shorter one leaves the packet type without L3), its payload length fits
+ * the frame, and its extension headers (hop-by-hop, routing, fragment,
+ * destination options, AH: at most DPDK's limit of them) end within the
+ * first segment; else it is dropped (ipv6_header), as a bad IPv4 header is
+ * (parse), before any rule or NF reads it. */
+static bool
+ipv6_readable(const struct rte_mbuf *pkt)
+{
+	const struct rte_ipv6_hdr *ip6;
+	uint32_t ptype = pkt->packet_type;
+
+	if (!RTE_ETH_IS_IPV6_HDR(ptype) || pkt->data_len < pkt->l2_len + sizeof(*ip6))
+		return false;
+	ip6 = rte_pktmbuf_mtod_offset(pkt, const struct rte_ipv6_hdr *, pkt->l2_len);
+	if (sizeof(*ip6) + rte_be_to_cpu_16(ip6->payload_len) > pkt->pkt_len - pkt->l2_len)
+		return false;
+	if ((ptype & RTE_PTYPE_L3_MASK) != RTE_PTYPE_L3_IPV6) {
+		/* DPDK gave up on a chain it could not walk without saying so:
+		 * walk it again (extension headers are rare) */
+		uint32_t off = pkt->l2_len + sizeof(*ip6);
+		int frag = 0;
+
+		if (rte_net_skip_ip6_ext(ip6->proto, pkt, &off, &frag) < 0 ||
+		    off != (uint32_t)pkt->l2_len + pkt->l3_len)
+			return false;
+	}
+	return (uint32_t)pkt->l2_len + pkt->l3_len <= pkt->data_len;
+}
+
 /* Not IPv4 right after the tags DPDK read: more tags, IPv6 or other. Off
  * the common path, and kept out of it (not inlined). */
 static __rte_noinline enum sq_drop
@@ -148,8 +178,12 @@ parse_other(struct rte_mbuf *pkt, struct rte_net_hdr_lens *lens, uint16_t ether_
 		if (cause != PARSE_OK)
 			return cause;
 	}
-	if (RTE_ETH_IS_IPV6_HDR(pkt->packet_type))
+	if (ether_type == rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6) ||
+	    RTE_ETH_IS_IPV6_HDR(pkt->packet_type)) {
+		if (!ipv6_readable(pkt))
+			return SQ_DROP_IPV6_HEADER;
 		hash_ipv6(pkt);
+	}
 	return PARSE_OK;
 }
 

@@ -8,8 +8,10 @@
  * Shared instances (assign: rss) keep a table of many connections, which
  * time out per state; a per-flow instance keeps one connection's state,
  * which its state cleaner forgets when the manager says the flow ended.
- * SIGHUP reloads the rules file (the manager has no per-NF message ring yet);
- * the connections already committed stay.
+ * The rules file is read again on a message from the manager (type 256,
+ * "reload": squallctl msg SERVICE INSTANCE 256 reload), answered by a
+ * message saying what came of it, or on SIGHUP; the connections already
+ * committed stay.
  */
 #include <getopt.h>
 #include <signal.h>
@@ -89,7 +91,9 @@ usage(FILE *f)
 		"[ethertype=ipv4|ipv6]\n"
 		"                           member GROUP ADDRESS[/LEN]\n"
 		"                           bind PORT GROUP   (PORT faces GROUP's workloads)\n"
-		"                         SIGHUP reloads it. Unbound ports are not filtered.\n"
+		"                         A message of type 256, \"reload\" (squallctl msg\n"
+		"                         SERVICE INSTANCE 256 reload), or SIGHUP reloads it.\n"
+		"                         Unbound ports are not filtered.\n"
 		"  --zone-by-port PORT=ZONE\n"
 		"                         packets arriving on, or else leaving by, PORT (name\n"
 		"                         or index) are tracked in ZONE (1-65535; default 0):\n"
@@ -160,7 +164,9 @@ resolve_rules(struct conntrack *ct, struct sg_set *s)
 
 /* Outside the per-packet path: a file read, once per SIGHUP. A rules file
  * that does not parse leaves the old rules in force. */
-static void
+/* @return the rules now in force, or -1 (the file did not load: the old
+ * rules stay). */
+static int
 reload_rules(struct conntrack *ct)
 {
 	struct sg_set *s;
@@ -170,11 +176,35 @@ reload_rules(struct conntrack *ct)
 	if (s == NULL || resolve_rules(ct, s) < 0) {
 		free(s);
 		SQ_LOG(ERR, CONNTRACK, "%s: not reloaded, old rules kept\n", ct->rules_path);
-		return;
+		return -1;
 	}
 	free(ct->sg);
 	ct->sg = s;
 	SQ_LOG(NOTICE, CONNTRACK, "%s: reloaded, %u rules\n", ct->rules_path, s->n_rules);
+	return (int)s->n_rules;
+}
+
+#define MSG_RELOAD SQ_MSG_USER
+
+/* The manager's message ring: "reload" (type 256) reads the rules file
+ * again here, in the NF's own loop between bursts (no lock against the
+ * packet path), and answers with the same type: "reloaded N rules" or
+ * "not reloaded: old rules kept" (squallctl msgs shows it). */
+static void
+conntrack_msg(struct sq_nf *nf, const struct sq_msg *msg, void *arg)
+{
+	struct conntrack *ct = arg;
+	char reply[SQ_MSG_DATA_LEN];
+	int n;
+
+	if (msg->type != MSG_RELOAD || msg->len < 6 || memcmp(msg->data, "reload", 6) != 0)
+		return;
+	n = reload_rules(ct);
+	if (n >= 0)
+		snprintf(reply, sizeof(reply), "reloaded %d rules", n);
+	else
+		snprintf(reply, sizeof(reply), "not reloaded: old rules kept");
+	sq_nf_msg_send(nf, MSG_RELOAD, reply, (uint32_t)strlen(reply));
 }
 
 static inline uint16_t
@@ -334,6 +364,7 @@ main(int argc, char **argv)
 	       ct.sg->n_groups, slots);
 	sq_nf_set_burst_handler(nf, conntrack_burst, &ct);
 	sq_nf_set_state_cleaner(nf, conntrack_clean, &ct);
+	sq_nf_set_msg_handler(nf, conntrack_msg, &ct);
 	ret = sq_nf_run(nf);
 	ct_table_free(&ct.table);
 	free(ct.sg);

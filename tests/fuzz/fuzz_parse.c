@@ -4,7 +4,8 @@
  * crash or a read past the frame (the mbuf's buffer is a heap block of
  * exactly headroom + frame, so ASan sees any overread). The parse must
  * leave the frame's bytes and the mbuf's data window as they were, and the
- * lengths it records for the NFs must lie within the frame.
+ * lengths it records for the NFs must lie within the frame (IPv6's too: an
+ * unreadable IPv6 header or extension chain is a drop, ipv6_header).
  *
  * No EAL: the mbuf is laid out by hand around the bytes (one segment, no
  * pool); mgr_parse_pkt() only reads and adjusts it.
@@ -54,12 +55,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	cause = mgr_parse_pkt(&mb);
 
 	REQUIRE(cause <= SQ_DROP_MAX);
-	REQUIRE(cause == SQ_DROP_MAX || cause == SQ_DROP_PARSE || cause == SQ_DROP_OVERSIZE);
+	REQUIRE(cause == SQ_DROP_MAX || cause == SQ_DROP_PARSE || cause == SQ_DROP_OVERSIZE ||
+		cause == SQ_DROP_IPV6_HEADER);
 	REQUIRE(mb.data_off == RTE_PKTMBUF_HEADROOM && mb.data_len == size && mb.pkt_len == size);
 	REQUIRE(memcmp(buf + RTE_PKTMBUF_HEADROOM, data, size) == 0);
 	if (cause == SQ_DROP_MAX) {
 		REQUIRE(mb.l2_len >= 14 && mb.l2_len <= size);
-		if (RTE_ETH_IS_IPV4_HDR(mb.packet_type))
+		if (RTE_ETH_IS_IPV4_HDR(mb.packet_type) || RTE_ETH_IS_IPV6_HDR(mb.packet_type))
 			REQUIRE((uint32_t)mb.l2_len + mb.l3_len <= size);
 	}
 	free(buf);

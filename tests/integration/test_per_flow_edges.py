@@ -1,8 +1,10 @@
 """In a per-flow service every instance is some flow's NF: what is not a
-TCP/UDP IPv4 flow must not land on another flow's NF by an address hash
-(issue 20). IP fragments and IPv6 are dropped, counted; an ICMP error goes to
-the flow it quotes; a SYN flood holds the pool's NFs only for the half-open
-timeout. In an rss service IPv6 flows spread by a hash of their addresses."""
+TCP/UDP flow must not land on another flow's NF by an address hash (issue
+20). IPv6 connections are flows as IPv4 ones are (issue 18); IP fragments of
+either family are dropped, counted; an ICMP or ICMPv6 error goes to the flow
+it quotes; a SYN flood holds the pool's NFs only for the half-open timeout;
+unreadable IPv6 is dropped before any NF. In an rss service IPv6 flows spread
+by a hash of their addresses."""
 
 from __future__ import annotations
 
@@ -12,7 +14,15 @@ from typing import Any
 import pcaps
 from conftest import Manager
 from scapy.layers.inet import ICMP, IP, TCP, UDP, fragment
-from scapy.layers.inet6 import IPv6
+from scapy.layers.inet6 import (
+    ICMPv6DestUnreach,
+    ICMPv6ND_NS,
+    ICMPv6TimeExceeded,
+    IPv6,
+    IPv6ExtHdrDestOpt,
+    IPv6ExtHdrFragment,
+    fragment6,
+)
 from scapy.layers.l2 import Ether
 from test_per_flow import A, B, connection, per_flow_config
 
@@ -74,15 +84,79 @@ def test_an_icmp_error_goes_to_the_flow_it_quotes(mgr: Manager, tmp_path: Path) 
     assert fwd == [0, 0, 0, 8], "the flow's NF at every hop"
 
 
-def test_ipv6_is_not_given_to_another_flows_nf(mgr: Manager, tmp_path: Path) -> None:
-    conn = connection(PORT)
-    v6 = [
-        bytes(_eth(A) / IPv6(src="fd00::1", dst="fd00::2") / TCP(sport=PORT, dport=80, flags="S")),
-        bytes(_eth(A) / IPv6(src="fd00::1", dst="fd00::2") / UDP(sport=PORT, dport=53)),
+A6, B6 = "fd00::1", "fd00::2"
+
+
+def _v6(src: str, dst: str, l4: Any) -> bytes:
+    return bytes(_eth(A if src == A6 else B) / IPv6(src=src, dst=dst) / l4)
+
+
+def connection6(port: int) -> list[bytes]:
+    """A whole TCP connection over IPv6, both directions: 7 packets."""
+    seg = [
+        (A6, B6, "S", b""),
+        (B6, A6, "SA", b""),
+        (A6, B6, "A", b""),
+        (A6, B6, "PA", b"GET / HTTP/1.0\r\n\r\n"),
+        (A6, B6, "FA", b""),
+        (B6, A6, "FA", b""),
+        (A6, B6, "A", b""),
     ]
-    r = _run(mgr, tmp_path, conn[:3] + v6 + conn[3:], delivered=len(conn))
-    assert _sig_rx(r["nfs"]) == [0, 0, 0, 7], r["nfs"]
-    assert r["drops"]["ipv6"] == 2, r["drops"]
+    return [
+        _v6(s, d, TCP(sport=port if s == A6 else 80, dport=80 if s == A6 else port, flags=f) / p)
+        for s, d, f, p in seg
+    ]
+
+
+def test_ipv6_flows_get_an_nf_of_their_own(mgr: Manager, tmp_path: Path) -> None:
+    """An IPv6 connection is a flow as an IPv4 one is: both directions at one
+    NF per hop, not the IPv4 flow's; an ICMPv6 error goes to the flow it
+    quotes; neighbour discovery goes by hash; IPv6 fragments, and errors
+    quoting no flow, are dropped and counted."""
+    conn4, conn6 = connection(PORT), connection6(PORT + 1)
+    quote = IPv6(src=A6, dst=B6) / TCP(sport=PORT + 1, dport=80, flags="PA")
+    err = _v6(B6, A6, ICMPv6DestUnreach(code=1) / quote)
+    stranger = IPv6(src=A6, dst=B6) / UDP(sport=PORT + 2, dport=53)
+    lost = _v6(B6, A6, ICMPv6TimeExceeded() / stranger)
+    ns = _v6(A6, "ff02::1:ff00:2", ICMPv6ND_NS(tgt=B6))
+    frags = [
+        bytes(_eth(A) / f)
+        for f in fragment6(
+            IPv6(src=A6, dst=B6)
+            / IPv6ExtHdrFragment()
+            / UDP(sport=PORT + 3, dport=53)
+            / (b"z" * 300),
+            120,
+        )
+    ]
+    assert len(frags) >= 3
+    frames = conn4[:3] + conn6[:3] + [err, lost, ns] + frags + conn6[3:] + conn4[3:]
+    # out: both connections, the error (to its flow), the solicitation (by hash)
+    r = _run(mgr, tmp_path, frames, delivered=len(conn4) + len(conn6) + 2)
+    got = _sig_rx(r["nfs"])
+    assert sorted(got) == [0, 1, 7, 8] or sorted(got) == [0, 0, 7, 9], r["nfs"]
+    # each flow's NF at every hop: the same counts at fwd as at sig
+    fwd = sorted(nf["rx_pkts"] for nf in r["nfs"].values() if nf["service"] == "fwd")
+    assert fwd == sorted(got), (fwd, got)
+    assert r["drops"]["icmp_no_flow"] == 1, r["drops"]
+    assert r["drops"]["fragment"] == len(frags), r["drops"]
+
+
+def test_unreadable_ipv6_is_dropped_as_ipv6_header(mgr: Manager, tmp_path: Path) -> None:
+    """Before any rule or NF reads it: a header cut short, a payload length
+    past the frame, an extension header chain longer than DPDK walks."""
+    eth = Ether(src=pcaps.mac(2), dst=pcaps.mac(1), type=0x86DD)
+    good = bytes(_eth(A) / IPv6(src=A6, dst=B6) / UDP(sport=PORT, dport=53) / b"ok")
+    short = bytes(eth / bytes(IPv6(src=A6, dst=B6))[:30])
+    long_len = bytearray(good)
+    long_len[14 + 4 : 14 + 6] = (1400).to_bytes(2, "big")
+    chain = IPv6(src=A6, dst=B6)
+    for _ in range(8):
+        chain = chain / IPv6ExtHdrDestOpt()
+    deep = bytes(_eth(A) / chain / UDP(sport=PORT, dport=53))
+    r = _run(mgr, tmp_path, [good, short, bytes(long_len), deep], delivered=1)
+    assert r["drops"]["ipv6_header"] == 3, r["drops"]
+    assert sum(_sig_rx(r["nfs"])) == 1, r["nfs"]
 
 
 def test_a_syn_flood_does_not_empty_the_pool_for_long(mgr: Manager, tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -130,6 +131,14 @@ def test_a_killed_manager_leaves_no_hugepage_behind(mgr: Manager, tmp_path: Path
     link = Path("/dev/shm") / region
     assert link.is_symlink() and not link.exists()
     link.unlink()
+    # and its attach socket, which no one answers (the next manager of the
+    # name replaces it)
+    sock_path = Path(f"/run/squall/squall-{mgr.name}.attach")
+    assert sock_path.is_socket()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as s:
+        with pytest.raises(ConnectionRefusedError):
+            s.connect(str(sock_path))
+    sock_path.unlink()
 
 
 BADREGION = BUILD / "tests" / "nfs" / "squall-nf-badregion"

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Manager
+from test_apply import squallctl
 from test_netns import HTTP_PORT, SERVER_IP, http_server, netns  # noqa: F401 (fixtures)
 
 SSH_PORT = 22
@@ -160,11 +161,15 @@ def test_security_group_allows_80_refuses_22(
     assert c["drop_bad_hdr"] == 0, c
 
 
-def test_sighup_reloads_rules(
+@pytest.mark.parametrize("how", ["message", "sighup"])
+def test_rules_reload_while_running(
     http_server: bytes,  # noqa: F811
     mgr: Manager,
     tmp_path: Path,
+    how: str,
 ) -> None:
+    """The rules file read again at run time: by a message on the NF's ring
+    (answered by one, which squallctl msgs shows), or by SIGHUP."""
     rules = tmp_path / "sg.rules"
     rules.write_text(RULES.replace(f"port={HTTP_PORT}", "port=1"))
     mgr.start(ct_config(mgr, rules, per_flow=False))
@@ -172,10 +177,30 @@ def test_sighup_reloads_rules(
     assert before.returncode == 28, f"8077 passed before the reload: {before}"
 
     rules.write_text(RULES)
-    pids = mgr.live_nf_pids()
-    assert len(pids) == 1, pids
-    os.kill(pids.pop(), signal.SIGHUP)
-    # The NF reloads at its next burst: retry a bounded number of times.
+    if how == "message":
+        r = squallctl(mgr, "msg", "ct", "0", "256", "reload")
+        assert r.returncode == 0, r.stderr
+
+        def answered() -> bool:
+            log = mgr.query("/squall/msgs")
+            return any(
+                isinstance(m, dict) and m.get("dir") == "from_nf" and m.get("type") == 256
+                for m in log.values()
+            )
+
+        mgr.wait_for(answered, 20, "the NF's answer")
+        said = [
+            bytes.fromhex(m["data"]).decode()
+            for m in mgr.query("/squall/msgs").values()
+            if isinstance(m, dict) and m.get("dir") == "from_nf" and m.get("type") == 256
+        ]
+        assert said and said[-1].startswith("reloaded "), said
+    else:
+        pids = mgr.live_nf_pids()
+        assert len(pids) == 1, pids
+        os.kill(pids.pop(), signal.SIGHUP)
+    # The NF reloads at once (message) or at its next burst (SIGHUP): retry
+    # a bounded number of times.
     for _ in range(5):
         after = curl(HTTP_PORT)
         if after.returncode == 0:

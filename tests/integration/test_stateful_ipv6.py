@@ -47,22 +47,35 @@ def v6_server(netns: None) -> Iterator[None]:  # noqa: F811
         proc.wait(timeout=5)
 
 
-def test_ipv6_through_conntrack(v6_server: None, mgr: Manager, tmp_path: Path) -> None:
+@pytest.mark.parametrize("per_flow", [False, True], ids=["rss", "per-flow"])
+def test_ipv6_through_conntrack(
+    v6_server: None, mgr: Manager, tmp_path: Path, per_flow: bool
+) -> None:
+    """Shared (one instance, a table of connections) and per flow (an NF per
+    IPv6 connection from the manager's flow table, its state cleaned at the
+    flow's end)."""
     rules = tmp_path / "sg.rules"
     rules.write_text(f"bind server web\nallow web in proto=tcp port={PORT} ethertype=ipv6\n")
+    svc: dict[str, object] = {
+        "name": "ct",
+        "exec": "squall-nf-conntrack",
+        "args": ["--rules", str(rules)],
+    }
+    if per_flow:
+        svc.update(args=["--rules", str(rules), "--table-size", "64"], instances=8)
+        svc["ring_slots"] = 256
+    assign = {"assign": "per-flow"} if per_flow else {}
     mgr.start(
         mgr.config(
             ports=[
                 {"name": "client", "devargs": "net_af_packet0,iface=sq-c1"},
                 {"name": "server", "devargs": "net_af_packet1,iface=sq-s1"},
             ],
-            services=[
-                {"name": "ct", "exec": "squall-nf-conntrack", "args": ["--rules", str(rules)]}
-            ],
+            services=[svc],
             chains=[{"name": "edge", "services": ["ct"]}],
             rules=[
-                {"in_port": "client", "chain": "edge", "out_port": "server"},
-                {"in_port": "server", "chain": "edge", "out_port": "client"},
+                {"in_port": "client", "chain": "edge", "out_port": "server", **assign},
+                {"in_port": "server", "chain": "edge", "out_port": "client", **assign},
             ],
         )
     )
@@ -75,8 +88,17 @@ def test_ipv6_through_conntrack(v6_server: None, mgr: Manager, tmp_path: Path) -
     assert refused.returncode == 28, refused
     ping = ns("client", "ping", "-6", "-c", "1", "-W", "2", S6)
     assert ping.returncode != 0, "ping6 passed without a rule"
-    c = mgr.finish()["nfs"]["ct#0"]["counters"]
+    if per_flow:
+        flows = mgr.query("/squall/flows")
+        # the connection to 8077 and the one to 22: each an IPv6 flow
+        assert flows["flows_created"] >= 2, flows
+    nfs = mgr.finish()["nfs"]
+    c: dict[str, int] = {}
+    for nf in nfs.values():
+        for k, v in nf.get("counters", {}).items():
+            c[k] = c.get(k, 0) + int(v)
     assert c["committed"] == 1 and c["established"] > 0, c
+    assert c["drop_no_rule"] >= 2, c  # port 22 and the ping
     assert c["untracked"] > 0, c  # neighbour discovery
     assert c["drop_no_rule"] >= 2, c  # the SYN to 22 and the echo request
     assert c["drop_bad_hdr"] == 0, c
