@@ -128,6 +128,7 @@ class Snapshot:
     scale_events: list[dict[str, Any]] = field(default_factory=list)  # the last decisions
     msgs: dict[str, Any] | None = None  # /squall/msgs: message totals
     captures: dict[str, Any] | None = None  # /squall/captures: each capture's counters
+    gen: dict[str, Any] | None = None  # /squall/gen: the traffic generator, if configured
 
 
 def _read_hist(tm: Telemetry, chain: str, which: str) -> Hist | None:
@@ -216,6 +217,7 @@ def read_snapshot(tm: Telemetry) -> Snapshot:
         ),
         msgs=_optional(tm, "/squall/msgs"),
         captures=_optional(tm, "/squall/captures"),
+        gen=_optional(tm, "/squall/gen"),
     )
 
 
@@ -509,6 +511,19 @@ MSG_COUNTERS = {
     "undelivered": "Messages to NFs that were gone",
 }
 
+GEN_METRICS = [
+    (
+        "rate_pps",
+        "squall_generator_rate_packets_per_second",
+        "The generator's rate (0: paused)",
+        "g",
+    ),
+    ("sent_pkts", "squall_generator_sent_packets", "Packets the generator made", "counter"),
+    ("sent_bytes", "squall_generator_sent_bytes", "Bytes the generator made", "counter"),
+    ("alloc_fail", "squall_generator_alloc_failures", "Packets not made: no mbuf", "counter"),
+    ("lag_pkts", "squall_generator_lag_packets", "Packets behind its schedule now", "g"),
+    ("conns_started", "squall_generator_connections", "TCP connections it began", "counter"),
+]
 CAPTURE_COUNTERS = [
     ("seen_pkts", "squall_capture_seen_packets", "Packets that passed the capture's point"),
     ("matched_pkts", "squall_capture_matched_packets", "Packets its filter took"),
@@ -707,6 +722,7 @@ class SquallCollector(Collector):
         yield from self._scaler(snap)
         yield from self._msgs(snap)
         yield from self._captures(snap)
+        yield from self._gen(snap)
 
     def _manager(self, snap: Snapshot) -> Iterator[Metric]:
         s = snap.stats
@@ -979,6 +995,16 @@ class SquallCollector(Collector):
                 c = _counter(f"squall_msgs_{key}", doc)
                 c.add_metric([], _n(snap.msgs, key))
                 yield c
+
+    def _gen(self, snap: Snapshot) -> Iterator[Metric]:
+        """The manager's traffic generator (manager config generator:)."""
+        if snap.gen is None:
+            return
+        for key, name, doc, kind in GEN_METRICS:
+            if key in snap.gen:
+                m = (_counter if kind == "counter" else _gauge)(name, doc)
+                m.add_metric([], _n(snap.gen, key))
+                yield m
 
     def _captures(self, snap: Snapshot) -> Iterator[Metric]:
         """Captures (squallctl capture): what each saw, copied, wrote and lost."""

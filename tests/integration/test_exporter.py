@@ -476,6 +476,7 @@ def test_scaling_and_messages_are_exported(
             and metric_value(text, "squall_scale_events_total") == scale["events"]
             and metric_value(text, "squall_msgs_sent_total") == msgs["sent"] >= 2
             and (metric_value(text, "squall_service_handler_seconds_total", svc) or 0) > 0
+            and (metric_value(text, "squall_generator_sent_packets_total") or 0) > 0
         )
 
     wait_until(agrees, 15, "scaler and message metrics equal to telemetry")

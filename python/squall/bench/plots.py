@@ -34,6 +34,21 @@ def _is_target(label: str) -> bool:
     return label.lower().startswith("target")
 
 
+def _spaced_labels(xvals: list[float], log: bool) -> list[str]:
+    """Tick labels for xvals; on a linear axis one too close to the last
+    labelled tick (under 4% of the span: 0, 10, 50 on an axis to 2,000) is
+    left blank rather than printed over it."""
+    span = xvals[-1] - xvals[0] if len(xvals) > 1 else 0.0
+    labels, last = [], None
+    for v in xvals:
+        if log or last is None or span <= 0 or v - last >= 0.04 * span:
+            labels.append(_tick(v))
+            last = v
+        else:
+            labels.append("")
+    return labels
+
+
 def _num(v: Any) -> float:
     return float("nan") if v is None else float(v)
 
@@ -135,7 +150,7 @@ def draw(
             from matplotlib.ticker import NullLocator
 
             ax.set_xticks(xvals)
-            ax.set_xticklabels([_tick(v) for v in xvals])
+            ax.set_xticklabels(_spaced_labels(xvals, fig_spec.xscale == "log"))
             ax.xaxis.set_minor_locator(NullLocator())
     if fig_spec.yscale == "log":
         ax.set_yscale("log")
