@@ -478,8 +478,11 @@ class Poller:
 # ------------------------------------------------------------------- metrics
 
 
-# /squall/scale per service: key, metric, help, scale, type
-SCALE_METRICS = [
+# A table's telemetry key, metric name, help, scale, and "counter" or "g" (gauge).
+MetricSpec = tuple[str, str, str, float, str]
+
+# /squall/scale per service
+SCALE_METRICS: list[MetricSpec] = [
     ("instances", "squall_scale_instances", "Instances that take packets", 1, "g"),
     ("running", "squall_scale_running_nfs", "Instances running (not blocked)", 1, "g"),
     ("blocked", "squall_scale_blocked_nfs", "Instances told to block", 1, "g"),
@@ -496,33 +499,49 @@ SCALE_METRICS = [
     ("at_max", "squall_scale_at_max", "Looks that wanted more than scale.max", 1, "counter"),
     ("core_full", "squall_scale_core_full", "Looks held back: NF core full", 1, "counter"),
 ]
-SCALE_TOTALS = [
+SCALE_TOTALS: list[MetricSpec] = [
     ("events", "squall_scale_events", "Scaling decisions logged", 1, "counter"),
     ("nf_core_busy_pct", "squall_nf_core_busy_ratio", "NF core busy (/proc/stat)", 0.01, "g"),
     ("nf_core_work_pct", "squall_nf_core_work_ratio", "NF core in NF handlers", 0.01, "g"),
     ("scale_out_us_p50", "squall_scale_out_p50_seconds", "Median scale-out time", 1e-6, "g"),
     ("rerun_us_p50", "squall_scale_rerun_p50_seconds", "Median rerun time", 1e-6, "g"),
 ]
-MSG_COUNTERS = {
-    "sent": "Messages the manager sent to NFs",
-    "received": "Messages the manager received from NFs",
-    "full": "Messages not sent: the NF's ring was full",
-    "bad": "Messages from NFs that did not parse",
-    "undelivered": "Messages to NFs that were gone",
-}
+MSG_METRICS: list[MetricSpec] = [
+    (key, f"squall_msgs_{key}", doc, 1, "counter")
+    for key, doc in (
+        ("sent", "Messages the manager sent to NFs"),
+        ("received", "Messages the manager received from NFs"),
+        ("full", "Messages not sent: the NF's ring was full"),
+        ("bad", "Messages from NFs that did not parse"),
+        ("undelivered", "Messages to NFs that were gone"),
+    )
+]
 
-GEN_METRICS = [
+GEN_METRICS: list[MetricSpec] = [
+    ("rate_pps", "squall_generator_rate_packets_per_second", "The generator's rate", 1, "g"),
+    ("sent_pkts", "squall_generator_sent_packets", "Packets the generator made", 1, "counter"),
+    ("sent_bytes", "squall_generator_sent_bytes", "Bytes the generator made", 1, "counter"),
+    ("alloc_fail", "squall_generator_alloc_failures", "Packets not made: no mbuf", 1, "counter"),
+    ("lag_pkts", "squall_generator_lag_packets", "Packets behind its schedule now", 1, "g"),
+    ("conns_started", "squall_generator_connections", "TCP connections it began", 1, "counter"),
+]
+ATTACH_METRICS: list[MetricSpec] = [
     (
-        "rate_pps",
-        "squall_generator_rate_packets_per_second",
-        "The generator's rate (0: paused)",
-        "g",
+        "attach_granted",
+        "squall_attach_granted",
+        "NFs started by hand given the region",
+        1,
+        "counter",
     ),
-    ("sent_pkts", "squall_generator_sent_packets", "Packets the generator made", "counter"),
-    ("sent_bytes", "squall_generator_sent_bytes", "Bytes the generator made", "counter"),
-    ("alloc_fail", "squall_generator_alloc_failures", "Packets not made: no mbuf", "counter"),
-    ("lag_pkts", "squall_generator_lag_packets", "Packets behind its schedule now", "g"),
-    ("conns_started", "squall_generator_connections", "TCP connections it began", "counter"),
+    ("attach_refused", "squall_attach_refused", "NFs started by hand refused (uid)", 1, "counter"),
+]
+CONFIG_METRICS: list[MetricSpec] = [
+    ("applies", "squall_config_applies", "Configs applied while running", 1, "counter"),
+    ("changes", "squall_config_changes", "Changes made by applied configs", 1, "counter"),
+]
+CAPTURE_POOL_METRICS: list[MetricSpec] = [
+    ("pool_mbufs", "squall_capture_pool_mbufs", "mbufs of the captures' copy pool", 1, "g"),
+    ("pool_in_use", "squall_capture_pool_in_use_mbufs", "copies not yet written", 1, "g"),
 ]
 CAPTURE_COUNTERS = [
     ("seen_pkts", "squall_capture_seen_packets", "Packets that passed the capture's point"),
@@ -534,7 +553,7 @@ CAPTURE_COUNTERS = [
 
 # /squall/cgroups key, metric, help, scale, type; a limit of 0 (none) is left out
 CGROUP_LIMITS = {"cpu_max_pct", "cpu_weight", "memory_max_mb", "pids_max"}
-CGROUP_METRICS = [
+CGROUP_METRICS: list[MetricSpec] = [
     ("cpu_max_pct", "squall_cgroup_cpu_max_cpus", "cpu.max: CPUs its NFs may use", 0.01, "g"),
     ("cpu_weight", "squall_cgroup_cpu_weight", "cpu.weight (0: the default)", 1, "g"),
     ("memory_max_mb", "squall_cgroup_memory_max_bytes", "memory.max", 1 << 20, "g"),
@@ -571,6 +590,29 @@ CGROUP_METRICS = [
         "counter",
     ),
 ]
+
+
+def _scalars(d: dict[str, Any] | None, specs: Iterable[MetricSpec]) -> Iterator[Metric]:
+    """One unlabelled metric per spec whose key d has."""
+    for key, name, doc, scale, kind in specs:
+        if d is not None and key in d:
+            m = (_counter if kind == "counter" else _gauge)(name, doc)
+            m.add_metric([], _n(d, key) * scale)
+            yield m
+
+
+def _per_service(
+    rows: dict[str, dict[str, Any]], specs: Iterable[MetricSpec], skip_zero: Iterable[str] = ()
+) -> Iterator[Metric]:
+    """One metric per spec, a sample per service row that has its key (and,
+    for a key in skip_zero, a value other than 0: a limit not set)."""
+    skip = set(skip_zero)
+    for key, name, doc, scale, kind in specs:
+        m = (_counter if kind == "counter" else _gauge)(name, doc, ["service"])
+        for svc, row in sorted(rows.items()):
+            if key in row and (key not in skip or row[key]):
+                m.add_metric([svc], _n(row, key) * scale)
+        yield m
 
 
 def _counter(name: str, doc: str, labels: list[str] | None = None) -> CounterMetricFamily:
@@ -745,21 +787,8 @@ class SquallCollector(Collector):
         for field_, n in sorted((s.get("region_corrupt") or {}).items()):
             c.add_metric([field_], n)
         yield c
-        for key, name, doc in (
-            ("attach_granted", "squall_attach_granted", "NFs started by hand given the region"),
-            ("attach_refused", "squall_attach_refused", "NFs started by hand refused (uid)"),
-        ):
-            if key in s:
-                c = _counter(name, doc)
-                c.add_metric([], _n(s, key))
-                yield c
-        if snap.control is not None:
-            c = _counter("squall_config_applies", "Configs applied while running")
-            c.add_metric([], _n(snap.control, "applies"))
-            yield c
-            c = _counter("squall_config_changes", "Changes made by applied configs")
-            c.add_metric([], _n(snap.control, "changes"))
-            yield c
+        yield from _scalars(s, ATTACH_METRICS)
+        yield from _scalars(snap.control, CONFIG_METRICS)
         info = _gauge("squall_drop_cause_info", "What each drop cause means", ["cause", "what"])
         for cause, what in sorted(snap.drop_causes.items()):
             info.add_metric([cause, what], 1)
@@ -973,38 +1002,16 @@ class SquallCollector(Collector):
         """Scaled services (seed 003): instances by state, load, decisions."""
         if snap.scale is None:
             return
-        svcs = {k: v for k, v in snap.scale.items() if isinstance(v, dict)}
-        for key, name, doc, scale, kind in SCALE_METRICS:
-            m = (_counter if kind == "counter" else _gauge)(name, doc, ["service"])
-            for svc, v in sorted(svcs.items()):
-                if key in v:
-                    m.add_metric([str(v.get("name", svc))], _n(v, key) * scale)
-            yield m
-        for key, name, doc, scale, kind in SCALE_TOTALS:
-            if key in snap.scale:
-                m = (_counter if kind == "counter" else _gauge)(name, doc)
-                m.add_metric([], _n(snap.scale, key) * scale)
-                yield m
+        yield from _per_service(by_name(snap.scale), SCALE_METRICS)
+        yield from _scalars(snap.scale, SCALE_TOTALS)
 
     def _msgs(self, snap: Snapshot) -> Iterator[Metric]:
         """Messages between the manager and its NFs (seed 003 section IV.B)."""
-        if snap.msgs is None:
-            return
-        for key, doc in MSG_COUNTERS.items():
-            if key in snap.msgs:
-                c = _counter(f"squall_msgs_{key}", doc)
-                c.add_metric([], _n(snap.msgs, key))
-                yield c
+        yield from _scalars(snap.msgs, MSG_METRICS)
 
     def _gen(self, snap: Snapshot) -> Iterator[Metric]:
         """The manager's traffic generator (manager config generator:)."""
-        if snap.gen is None:
-            return
-        for key, name, doc, kind in GEN_METRICS:
-            if key in snap.gen:
-                m = (_counter if kind == "counter" else _gauge)(name, doc)
-                m.add_metric([], _n(snap.gen, key))
-                yield m
+        yield from _scalars(snap.gen, GEN_METRICS)
 
     def _captures(self, snap: Snapshot) -> Iterator[Metric]:
         """Captures (squallctl capture): what each saw, copied, wrote and lost."""
@@ -1025,23 +1032,11 @@ class SquallCollector(Collector):
             for c in caps:
                 m.add_metric(lv(c), _n(c, key))
             yield m
-        for key, name, doc in (
-            ("pool_mbufs", "squall_capture_pool_mbufs", "mbufs of the captures' copy pool"),
-            ("pool_in_use", "squall_capture_pool_in_use_mbufs", "copies not yet written"),
-        ):
-            if key in snap.captures:
-                g = _gauge(name, doc)
-                g.add_metric([], _n(snap.captures, key))
-                yield g
+        yield from _scalars(snap.captures, CAPTURE_POOL_METRICS)
 
     def _cgroups(self, snap: Snapshot) -> Iterator[Metric]:
         """Services with cgroup limits: the limits and the kernel's counts."""
-        for key, name, doc, scale, kind in CGROUP_METRICS:
-            m = (_counter if kind == "counter" else _gauge)(name, doc, ["service"])
-            for svc, g in sorted(snap.cgroups.items()):
-                if key in g and (key not in CGROUP_LIMITS or g[key]):
-                    m.add_metric([svc], _n(g, key) * scale)
-            yield m
+        yield from _per_service(snap.cgroups, CGROUP_METRICS, skip_zero=CGROUP_LIMITS)
 
 
 # ------------------------------------------------------------- web summaries
