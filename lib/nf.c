@@ -46,6 +46,12 @@ struct sq_nf {
 	struct sq_nf_ctl *ctl;
 	struct rte_ring *rx;
 	struct rte_ring *tx;
+	/* A direct chain's lane (region.h): packets the previous hop's NF put
+	 * here, and the next hop's ring and control block; NULL: none. */
+	struct rte_ring *direct_rx;
+	struct rte_ring *direct_next;
+	struct sq_nf_ctl *next_ctl;
+	uint32_t next_core_group;
 	/* Read once at attach: the region's copies are writable by any NF. */
 	_Atomic uint64_t *tx_ready;
 	_Atomic uint64_t *msg_ready;
@@ -161,6 +167,29 @@ log_level_from_env(void)
 		sq_log_level = RTE_LOG_ERR;
 }
 
+/* A direct chain's NF (mgr/lane.h): its lane's rings, as the manager set
+ * them before starting it. */
+static int
+attach_lane(struct sq_nf *nf)
+{
+	const struct sq_nf_ctl *ctl = nf->ctl;
+
+	if (ctl->direct_rx_ring_off != 0)
+		nf->direct_rx = sq_region_ptr(nf->hdr, ctl->direct_rx_ring_off);
+	if (ctl->direct_next_ring_off == 0)
+		return 0;
+	if (ctl->direct_next_id >= nf->hdr->max_nfs || ctl->direct_next_id == nf->id) {
+		SQ_LOG(ERR, NF, "NF slot %u: corrupt control block (next hop %u)\n", nf->id,
+		       ctl->direct_next_id);
+		return -EPROTO;
+	}
+	nf->direct_next = sq_region_ptr(nf->hdr, ctl->direct_next_ring_off);
+	nf->next_ctl = sq_region_nf_ctl(nf->hdr, ctl->direct_next_id);
+	nf->next_core_group =
+		nf->next_ctl->core_group < SQ_CORE_GROUPS ? nf->next_ctl->core_group : 0;
+	return 0;
+}
+
 int
 sq_nf_init(int argc, char **argv, struct sq_nf **out)
 {
@@ -212,6 +241,9 @@ sq_nf_init(int argc, char **argv, struct sq_nf **out)
 	nf->msg_ready = sq_region_msg_ready(nf->hdr);
 	nf->rx = sq_region_ptr(nf->hdr, nf->ctl->rx_ring_off);
 	nf->tx = sq_region_ptr(nf->hdr, nf->ctl->tx_ring_off);
+	ret = attach_lane(nf);
+	if (ret < 0)
+		goto out_unmap;
 	/* where the manager set both rings' NF ends before it started us: a
 	 * message it sent since (a BLOCK to a restarted instance) is ours */
 	nf->msg_in_tail = atomic_load(&nf->ctl->msg_in_tail);
@@ -546,6 +578,89 @@ run_handler(struct sq_nf *nf, struct rte_mbuf **pkts, unsigned int n)
 	nf->ctl->handler_tsc += rte_rdtsc() - start_tsc;
 }
 
+/* The manager, idle, may sleep on its word until an NF hands packets back
+ * (mgr/idle.h). Read after our doorbell (the fetch_or before is a full
+ * fence; the manager publishes the word, then reads the doorbells); the one
+ * NF that clears it wakes the manager. An isolated NF's header is its
+ * private region's, where the word stays 0. */
+static void
+wake_mgr_if_asleep(struct sq_nf *nf)
+{
+	_Atomic uint32_t *word = &nf->hdr->mgr_wait.asleep;
+
+	if (unlikely(atomic_load_explicit(word, memory_order_relaxed) != 0) &&
+	    atomic_exchange_explicit(word, 0, memory_order_relaxed) != 0)
+		syscall(SYS_futex, word, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+/* The next hop of our lane was asleep: wake it as the manager would
+ * (ASLEEP -> WAKING by compare-and-swap: one FUTEX_WAKE per sleep, whoever
+ * sends it), counted among the NFs woken on its core. Our enqueue came
+ * first, then a full fence: the NF publishes ASLEEP, then looks at its rings. */
+static void
+wake_next(struct sq_nf *nf)
+{
+	struct sq_nf_ctl *next = nf->next_ctl;
+	uint32_t expected = SQ_NF_ASLEEP;
+
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&next->state, memory_order_relaxed) != SQ_NF_ASLEEP ||
+	    !atomic_compare_exchange_strong(&next->state, &expected, SQ_NF_WAKING))
+		return;
+	atomic_fetch_add_explicit(&nf->hdr->woken[nf->next_core_group].n, 1, memory_order_relaxed);
+	nf->ctl->direct_wakes++;
+	syscall(SYS_futex, &next->state, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+/* A full ring of the next hop: let it run (it shares our core, most
+ * likely) a few times before the rest go the manager's way. */
+#define DIRECT_FULL_YIELDS 4
+
+/* A direct chain (mgr/lane.h): NEXT packets go straight onto the next hop's
+ * ring, and it is woken when our burst ends (a chain-aware wake: it would
+ * get nothing more from us before our next burst). The rest, and what its
+ * ring has no room for, go back to the manager. Compacts @p pkts to those.
+ * @return how many are left for the manager. */
+static unsigned int
+hand_on(struct sq_nf *nf, struct rte_mbuf **pkts, unsigned int n)
+{
+	struct rte_mbuf *next[SQ_NF_BURST_MAX];
+	unsigned int n_next = 0, left = 0, sent = 0;
+
+	for (unsigned int i = 0; i < n; i++) {
+		struct sq_pkt_meta *meta = sq_pkt_meta(pkts[i]);
+
+		if (meta->verdict >> 16 == SQ_VERDICT_NEXT) {
+			meta->hop++; /* what the manager's verdict_next would do */
+			next[n_next++] = pkts[i];
+		} else {
+			pkts[left++] = pkts[i];
+		}
+	}
+	if (n_next == 0)
+		return left;
+	for (int tries = 0;; tries++) {
+		sent += rte_ring_sp_enqueue_burst(nf->direct_next, (void **)(next + sent),
+						  n_next - sent, NULL);
+		if (sent == n_next || tries == DIRECT_FULL_YIELDS)
+			break;
+		wake_next(nf);
+		sched_yield();
+	}
+	nf->ctl->direct_tx_pkts += sent;
+	if (sent > 0)
+		wake_next(nf);
+	if (unlikely(sent < n_next)) {
+		nf->ctl->direct_full_pkts += n_next - sent;
+		/* (the manager takes hop as we set it: it steers them on) */
+		for (unsigned int i = sent; i < n_next; i++)
+			sq_pkt_meta(next[i])->hop--;
+		memcpy(pkts + left, next + sent, (n_next - sent) * sizeof(*pkts));
+		left += n_next - sent;
+	}
+	return left;
+}
+
 /* Hand every packet back. The tx ring holds as many slots as the rx ring, and
  * the manager drains it every round, so a full ring means the manager is
  * behind: wait for it rather than drop, since only the manager frees mbufs. */
@@ -568,9 +683,11 @@ return_pkts(struct sq_nf *nf, struct rte_mbuf **pkts, unsigned int n)
 	/* After the enqueue, and a locked instruction (a full fence): the
 	 * manager clears our bit before it drains, so either it sees these
 	 * packets now or our bit again next round. */
-	if (likely(sent > 0))
+	if (likely(sent > 0)) {
 		atomic_fetch_or_explicit(&nf->tx_ready[nf->id / 64], 1ull << (nf->id % 64),
 					 memory_order_seq_cst);
+		wake_mgr_if_asleep(nf);
+	}
 }
 
 /* One burst: dequeue, handle, return. @return packets handled. */
@@ -578,9 +695,15 @@ static unsigned int
 nf_poll_once(struct sq_nf *nf)
 {
 	struct rte_mbuf *pkts[SQ_NF_BURST_MAX];
-	unsigned int n;
+	unsigned int n, m;
 
 	n = rte_ring_sc_dequeue_burst(nf->rx, (void **)pkts, nf->ctl->burst_max, NULL);
+	if (nf->direct_rx != NULL && n < nf->ctl->burst_max) {
+		m = rte_ring_sc_dequeue_burst(nf->direct_rx, (void **)(pkts + n),
+					      nf->ctl->burst_max - n, NULL);
+		nf->ctl->direct_rx_pkts += m;
+		n += m;
+	}
 	if (n == 0)
 		return 0;
 	nf->ctl->rx_pkts += n;
@@ -592,8 +715,21 @@ nf_poll_once(struct sq_nf *nf)
 		rte_prefetch0(sq_pkt_meta(pkts[i]));
 	}
 	run_handler(nf, pkts, n);
-	return_pkts(nf, pkts, n);
+	m = n;
+	if (nf->direct_next != NULL &&
+	    !atomic_load_explicit(&nf->ctl->direct_off, memory_order_relaxed))
+		m = hand_on(nf, pkts, n);
+	if (m > 0)
+		return_pkts(nf, pkts, m);
 	return n;
+}
+
+/* Packets on our ring, or on our lane's (a direct chain's previous hop). */
+static bool
+has_pkts(const struct sq_nf *nf)
+{
+	return rte_ring_count(nf->rx) > 0 ||
+	       (nf->direct_rx != NULL && rte_ring_count(nf->direct_rx) > 0);
 }
 
 static long
@@ -643,7 +779,7 @@ spin_for_pkts(struct sq_nf *nf)
 	uint64_t yield_tsc = now + nf->spin_yield_tsc;
 
 	do {
-		if (rte_ring_count(nf->rx) > 0)
+		if (has_pkts(nf))
 			return true;
 		if (others_woken(nf))
 			return false;
@@ -695,7 +831,7 @@ nf_sleep(struct sq_nf *nf)
 	 * manager does the mirror image: enqueue, full fence, read state. */
 	atomic_store_explicit(&nf->ctl->state, SQ_NF_ASLEEP, memory_order_seq_cst);
 	nf->ctl->sleeps++;
-	if (rte_ring_count(nf->rx) > 0 || nf_should_stop(nf) || msgs_waiting(nf)) {
+	if (has_pkts(nf) || nf_should_stop(nf) || msgs_waiting(nf)) {
 		/* If the CAS fails the manager already chose to wake us; its one
 		 * FUTEX_WAKE finds no waiter, which is harmless. */
 		if (atomic_compare_exchange_strong(&nf->ctl->state, &expected, SQ_NF_AWAKE))

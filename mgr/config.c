@@ -575,6 +575,8 @@ enum {
 	MGR_MAX_NFS,
 	MGR_NF_USER,
 	MGR_ATTACH_USERS,
+	MGR_IDLE_SLEEP_MAX,
+	MGR_IDLE_AFTER,
 	MGR_N_KEYS
 };
 static const char *const mgr_keys[MGR_N_KEYS] = {
@@ -594,6 +596,8 @@ static const char *const mgr_keys[MGR_N_KEYS] = {
 	"max_nfs",
 	"nf_user",
 	"attach_users",
+	"idle_sleep_max_us",
+	"idle_after_us",
 };
 
 /* nf_user: a user name or a numeric uid, resolved now so that a typo is a
@@ -711,6 +715,12 @@ parse_manager(struct ctx *c, const yaml_node_t *node)
 	if (ret == 0)
 		ret = get_u32(c, v[MGR_CORE_WAKES], b, "core_wakes_per_s", 0, 10000000,
 			      &cfg->core_wakes_per_s);
+	if (ret == 0)
+		ret = get_u32(c, v[MGR_IDLE_SLEEP_MAX], b, "idle_sleep_max_us", 0, 100000,
+			      &cfg->idle_sleep_max_us);
+	if (ret == 0)
+		ret = get_u32(c, v[MGR_IDLE_AFTER], b, "idle_after_us", 0, 10000000,
+			      &cfg->idle_after_us);
 	if (ret == 0)
 		ret = get_nf_user(c, v[MGR_NF_USER], b);
 	if (ret == 0)
@@ -1196,8 +1206,9 @@ get_hops(struct ctx *c, const yaml_node_t *node, const char *b, const char *key,
 	return ret;
 }
 
-enum { CHAIN_NAME, CHAIN_SERVICES, CHAIN_N_KEYS };
-static const char *const chain_keys[CHAIN_N_KEYS] = {"name", "services"};
+enum { CHAIN_NAME, CHAIN_SERVICES, CHAIN_DIRECT, CHAIN_N_KEYS };
+static const char *const chain_keys[CHAIN_N_KEYS] = {"name", "services", "direct"};
+static const char *const bool_words[] = {"false", "true"};
 
 static int
 parse_chain(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_cfg_chain *chain)
@@ -1217,6 +1228,14 @@ parse_chain(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_cfg
 			    c->cfg->chains[dup].line);
 	if (ret == 0)
 		ret = get_hops(c, v[CHAIN_SERVICES], b, "services", chain);
+	if (ret == 0 && v[CHAIN_DIRECT] != NULL) {
+		uint32_t w = 0;
+
+		ret = get_word(c, v[CHAIN_DIRECT], b, "direct", bool_words, RTE_DIM(bool_words),
+			       &w);
+		chain->direct = w == 1;
+		chain->direct_line = node_line(v[CHAIN_DIRECT]);
+	}
 	return ret;
 }
 
@@ -1499,6 +1518,78 @@ check_isolated(struct ctx *c)
 	return 0;
 }
 
+/* A direct chain's NFs trust each other's packets and fail together
+ * (mgr/lane.h): shared NFs of services in no other chain, lanes of equal
+ * instance counts that no scaler or pool changes, rss rules. */
+static int
+check_direct_chain(struct ctx *c, const struct sq_cfg_chain *ch, uint16_t idx)
+{
+	const struct sq_config *cfg = c->cfg;
+	const struct sq_cfg_service *first = &cfg->services[ch->services[0]];
+	char b[32];
+
+	snprintf(b, sizeof(b), "chains[%u]", idx);
+	if (ch->n_hops < 2)
+		return fail_line(c, (size_t)ch->direct_line, b, "direct",
+				 "a direct chain needs two hops or more");
+	for (uint16_t h = 0; h < ch->n_hops; h++) {
+		const struct sq_cfg_service *svc = &cfg->services[ch->services[h]];
+
+		if (svc->sandbox == SQ_SANDBOX_ISOLATED)
+			return fail_line(c, (size_t)ch->direct_line, b, "direct",
+					 "service \"%s\" is isolated: an untrusted NF never hands "
+					 "packets to another",
+					 svc->name);
+		if (svc->scale.enabled)
+			return fail_line(c, (size_t)ch->direct_line, b, "direct",
+					 "service \"%s\" scales: a direct chain's lanes are fixed",
+					 svc->name);
+		if (svc->instances != first->instances || svc->max_instances != svc->instances)
+			return fail_line(
+				c, (size_t)ch->direct_line, b, "direct",
+				"service \"%s\" has %u instances (max_instances %u): every "
+				"hop of a direct chain has the same count, fixed (%u)",
+				svc->name, svc->instances, svc->max_instances, first->instances);
+		for (uint16_t o = 0; o < cfg->n_chains; o++)
+			for (uint16_t k = 0; o != idx && k < cfg->chains[o].n_hops; k++)
+				if (cfg->chains[o].services[k] == ch->services[h])
+					return fail_line(
+						c, (size_t)ch->direct_line, b, "direct",
+						"service \"%s\" is also in chain \"%s\": a direct "
+						"chain's services are its own",
+						svc->name, cfg->chains[o].name);
+		for (uint16_t k = 0; k < h; k++)
+			if (ch->services[k] == ch->services[h])
+				return fail_line(c, (size_t)ch->direct_line, b, "direct",
+						 "service \"%s\" is twice in the chain", svc->name);
+	}
+	for (uint16_t r = 0; r < cfg->n_rules; r++) {
+		if (cfg->rules[r].chain != idx || cfg->rules[r].assign == SQ_ASSIGN_RSS)
+			continue;
+		snprintf(b, sizeof(b), "rules[%u]", r);
+		return fail_line(c, (size_t)cfg->rules[r].line, b, "assign",
+				 "chain \"%s\" is direct: its rules assign by rss (each lane "
+				 "keeps a flow)",
+				 ch->name);
+	}
+	return 0;
+}
+
+static int
+check_direct(struct ctx *c)
+{
+	for (uint16_t i = 0; i < c->cfg->n_chains; i++) {
+		int ret;
+
+		if (!c->cfg->chains[i].direct)
+			continue;
+		ret = check_direct_chain(c, &c->cfg->chains[i], i);
+		if (ret != 0)
+			return ret;
+	}
+	return 0;
+}
+
 void
 sq_config_derive(struct sq_config *cfg)
 {
@@ -1539,6 +1630,8 @@ parse_root(struct ctx *c, const yaml_node_t *root)
 		ret = check_scaled(c);
 	if (ret == 0)
 		ret = check_isolated(c);
+	if (ret == 0)
+		ret = check_direct(c);
 	if (ret == 0)
 		sq_config_derive(c->cfg);
 	return ret;
@@ -1608,6 +1701,8 @@ set_defaults(struct sq_config *cfg)
 	cfg->flow_half_open_timeout_ms = 5000;
 	cfg->flow_linger_ms = 200;
 	cfg->core_wakes_per_s = 50000;
+	cfg->idle_sleep_max_us = 1000;
+	cfg->idle_after_us = 100;
 	strcpy(cfg->nf_user, "squall-nf");
 }
 

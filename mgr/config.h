@@ -134,6 +134,11 @@ struct sq_cfg_chain {
 	/* Derived (sq_config_derive): a hop's service scales, so rss rules of
 	 * this chain pin each flow to its instances in the flow table. */
 	bool pinned;
+	/* Each NF hands its NEXT packets straight to the next hop's NF of its
+	 * lane (instance i of every hop), not through the manager (mgr/lane.h):
+	 * trusted services of one instance count, rss rules only. */
+	bool direct;
+	int direct_line;
 	int line;
 };
 
@@ -218,6 +223,11 @@ struct sq_config {
 	/* adaptive wakes: the wake rate a core of NFs is held to, by stretching
 	 * adaptive timeouts; default 50000; 0 = no limit */
 	uint32_t core_wakes_per_s;
+	/* the manager's sleep when idle (mgr/idle.h): the longest sleep between
+	 * two polls, 0 = poll without end (the lowest latency, a whole core);
+	 * and how long nothing must move before the first sleep */
+	uint32_t idle_sleep_max_us;
+	uint32_t idle_after_us;
 	/* NF slots in the region; 0: the services' max_instances + SQ_SPARE_NF_SLOTS */
 	uint32_t max_nfs;
 	/* the user NFs run as (a name, or a uid); default "squall-nf", made by

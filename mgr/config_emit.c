@@ -191,6 +191,8 @@ emit_manager(struct out *o, const struct sq_config *cfg)
 	kv_u64(o, "flow_linger_ms", cfg->flow_linger_ms);
 	kv_u64(o, "flow_half_open_timeout_ms", cfg->flow_half_open_timeout_ms);
 	kv_u64(o, "core_wakes_per_s", cfg->core_wakes_per_s);
+	kv_u64(o, "idle_sleep_max_us", cfg->idle_sleep_max_us);
+	kv_u64(o, "idle_after_us", cfg->idle_after_us);
 	kv_u64(o, "max_nfs", cfg->max_nfs);
 	kv(o, "nf_user", cfg->nf_user);
 	scalar(o, "attach_users");
@@ -323,6 +325,8 @@ emit_chains(struct out *o, const struct sq_config *cfg)
 		for (uint16_t h = 0; h < ch->n_hops; h++)
 			scalar(o, cfg->services[ch->services[h]].name);
 		seq_end(o);
+		if (ch->direct)
+			kv(o, "direct", "true");
 		map_end(o);
 	}
 	seq_end(o);

@@ -117,13 +117,13 @@ mgr_control_unlock(void)
  * running (then the plan applies it) or not (then the plan refuses a
  * change)? Otherwise an apply would drop it silently. These sizes trip
  * when a struct grows; config_emit.c must write the new key too. */
-static_assert(offsetof(struct sq_config, ports) == 704, "manager key: plan_manager");
+static_assert(offsetof(struct sq_config, ports) == 712, "manager key: plan_manager");
 static_assert(sizeof(struct sq_cfg_service) == 872, "service key: plan_service");
 static_assert(sizeof(struct sq_cfg_scale) == 36, "scale key: plan_service");
 static_assert(sizeof(struct sq_cfg_wake) == 32, "wake key: same_wake");
 static_assert(sizeof(struct sq_cfg_port) == 2092, "port key: same_port");
 static_assert(sizeof(struct sq_cfg_rule) == 28, "rule key: same_rule");
-static_assert(sizeof(struct sq_cfg_chain) == 76, "chain key: plan_chains");
+static_assert(sizeof(struct sq_cfg_chain) == 80, "chain key: plan_direct");
 static_assert(sizeof(struct sq_cfg_gen) == 168, "generator key: plan_generators");
 
 /* What a change does to a service's NFs (the config alone says nothing of
@@ -248,8 +248,15 @@ plan_manager(struct plan *p, const struct sq_config *cur, const struct sq_config
 	if (cur->core_wakes_per_s != n->core_wakes_per_s)
 		note(p, "manager.core_wakes_per_s %u -> %u", cur->core_wakes_per_s,
 		     n->core_wakes_per_s);
+	if (cur->idle_sleep_max_us != n->idle_sleep_max_us ||
+	    cur->idle_after_us != n->idle_after_us)
+		note(p, "manager.idle_sleep_max_us %u -> %u, idle_after_us %u -> %u",
+		     cur->idle_sleep_max_us, n->idle_sleep_max_us, cur->idle_after_us,
+		     n->idle_after_us);
 	next->stats_interval_ms = n->stats_interval_ms;
 	next->core_wakes_per_s = n->core_wakes_per_s;
+	next->idle_sleep_max_us = n->idle_sleep_max_us;
+	next->idle_after_us = n->idle_after_us;
 	return 0;
 }
 
@@ -687,6 +694,49 @@ check_pooled(struct plan *p, const char *path, const struct sq_config *cur,
 	return 0;
 }
 
+/* The same direct chain in both: name, services by name and instances. */
+static bool
+same_direct(const struct sq_config *a, const struct sq_cfg_chain *ca, const struct sq_config *b,
+	    const struct sq_cfg_chain *cb)
+{
+	if (ca->n_hops != cb->n_hops || ca->direct != cb->direct)
+		return false;
+	for (uint16_t h = 0; h < ca->n_hops; h++) {
+		const struct sq_cfg_service *sa = &a->services[ca->services[h]];
+		const struct sq_cfg_service *sb = &b->services[cb->services[h]];
+
+		if (strcmp(sa->name, sb->name) != 0 || sa->instances != sb->instances)
+			return false;
+	}
+	return true;
+}
+
+/* Direct chains are made with the manager (their lanes' rings and links,
+ * mgr/lane.h) and stay as they are while it runs. */
+static int
+plan_direct(struct plan *p, const struct sq_config *cur, const struct sq_config *n)
+{
+	for (uint16_t i = 0; i < n->n_chains; i++) {
+		const struct sq_cfg_chain *nc = &n->chains[i];
+		int slot = sq_config_chain_index(cur, nc->name);
+		bool was = slot >= 0 && cur->chains[slot].direct;
+
+		if ((nc->direct || was) &&
+		    (slot < 0 || !same_direct(cur, &cur->chains[slot], n, nc)))
+			return refuse(p, n->path, nc->line, "chains",
+				      "chain \"%s\" is direct (or was): a direct chain, its "
+				      "services and their instances cannot change while running",
+				      nc->name);
+	}
+	for (uint16_t s = 0; s < cur->n_chains; s++)
+		if (cur->chains[s].direct && cur->chains[s].n_hops > 0 &&
+		    sq_config_chain_index(n, cur->chains[s].name) < 0)
+			return refuse(p, n->path, 1, "chains",
+				      "chain \"%s\" is direct: it cannot be removed while running",
+				      cur->chains[s].name);
+	return 0;
+}
+
 /* next = cur with n's changes, or an error naming n's file, line and field. */
 static int
 plan_config(struct plan *p, const struct mgr *mgr, const struct sq_config *cur,
@@ -699,7 +749,9 @@ plan_config(struct plan *p, const struct mgr *mgr, const struct sq_config *cur,
 
 	memcpy(saved_gen, ctl.gen, sizeof(saved_gen));
 	plan_draining(p, cur, n);
-	ret = plan_manager(p, cur, n, next);
+	ret = plan_direct(p, cur, n);
+	if (ret == 0)
+		ret = plan_manager(p, cur, n, next);
 	if (ret == 0)
 		ret = plan_ports(p, cur, n);
 	if (ret == 0)

@@ -1595,6 +1595,14 @@ mgr_director_poll(struct mgr *mgr)
 	return 1;
 }
 
+bool
+mgr_director_busy(const struct mgr *mgr)
+{
+	const struct director *d = mgr->dir;
+
+	return d != NULL && (d->n_waiting > 0 || d->n_cleaning > 0);
+}
+
 void
 mgr_director_stats(const struct mgr *mgr, struct director_stats *st)
 {

@@ -53,6 +53,9 @@ struct mgr_nf *mgr_director_flow_nf(struct mgr *mgr, uint32_t flow_id, uint16_t 
 /* rx lcore, every round: ends, releases, refills (rate-limited inside). */
 unsigned int mgr_director_poll(struct mgr *mgr);
 void mgr_director_stats(const struct mgr *mgr, struct director_stats *st);
+/* Work the next round must do whatever the ports bring: packets queued for
+ * an NF, NFs whose clean-up ack it waits for (mgr/idle.h: no sleep then). */
+bool mgr_director_busy(const struct mgr *mgr);
 /* At shutdown: drop what waits in the fallback queues. */
 void mgr_director_drop_waiting(struct mgr *mgr, int cause); /* enum sq_drop */
 void mgr_director_pool_stats(const struct mgr *mgr, uint16_t service, struct pool_stats *ps);

@@ -122,6 +122,15 @@ mgr_gen_set_rate(struct mgr *mgr, int idx, uint64_t rate_pps)
 		atomic_store(&mgr->gens[idx].rate_req, rate_pps);
 }
 
+bool
+mgr_gen_busy(const struct mgr *mgr)
+{
+	for (uint16_t i = 0; i < mgr->n_gens; i++)
+		if (atomic_load_explicit(&mgr->gens[i].rate_req, memory_order_relaxed) != 0)
+			return true;
+	return false;
+}
+
 void
 mgr_gen_stats(const struct mgr *mgr, int idx, struct gen_stats *st)
 {

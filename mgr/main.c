@@ -21,6 +21,7 @@
 #include "attach.h"
 #include "capture.h"
 #include "control.h"
+#include "idle.h"
 #include "mgr.h"
 #include "sandbox.h"
 #include "msg.h"
@@ -30,10 +31,12 @@ RTE_LOG_REGISTER(sq_logtype_mgr, squall.mgr, NOTICE);
 
 enum exit_code { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2 };
 
-#define CTL_PERIOD_MS  10
+#define CTL_PERIOD_MS         10
 /* Reap without a SIGCHLD this often too, in case one was missed. */
-#define REAP_ANYWAY_MS 1000
-#define MAX_EAL_ARGS   64
+#define REAP_ANYWAY_MS        1000
+#define MAX_EAL_ARGS          64
+/* The longest sleep while isolated NFs hold packets (mgr/idle.h). */
+#define ISOLATED_SLEEP_MAX_NS UINT64_C(20000)
 
 struct options {
 	const char *config;
@@ -229,6 +232,28 @@ rx_lcore_main(void *arg)
 	return 0;
 }
 
+/* What would end the manager's idleness now (mgr/idle.h), and the longest
+ * it may sleep: until the next wake timeout or control period. */
+static enum mgr_idle_wait
+idle_wait(struct mgr *mgr, uint64_t now, uint64_t next_ctl, uint64_t *limit_ns)
+{
+	uint64_t hz = rte_get_tsc_hz();
+	uint64_t ctl_ns = next_ctl > now ? (next_ctl - now) * 1000 / (hz / 1000000) : 0;
+
+	*limit_ns = RTE_MIN(ctl_ns, RTE_MIN(mgr_wakeup_next_ns(mgr, &mgr->rx, now),
+					    mgr_wakeup_next_ns(mgr, &mgr->tx, now)));
+	if (*limit_ns == 0 || mgr_gen_busy(mgr) || mgr_director_busy(mgr) ||
+	    atomic_load_explicit(&mgr->sup_busy, memory_order_relaxed) ||
+	    atomic_load_explicit(&mgr->cfg_next, memory_order_relaxed) != NULL)
+		return MGR_IDLE_BUSY;
+	if (!mgr_tx_nfs_hold_pkts(mgr))
+		return MGR_IDLE_PORTS;
+	/* An isolated NF cannot ring the manager's sleep: look again soon. */
+	if (mgr_tx_isolated_hold_pkts(mgr))
+		*limit_ns = RTE_MIN(*limit_ns, ISOLATED_SLEEP_MAX_NS);
+	return MGR_IDLE_NFS;
+}
+
 static void
 run_loop(struct mgr *mgr, const struct options *o, bool rx_elsewhere)
 {
@@ -238,11 +263,12 @@ run_loop(struct mgr *mgr, const struct options *o, bool rx_elsewhere)
 	uint64_t next_reap = start, next_msg = start;
 
 	while (!stop_requested) {
+		unsigned int moved = 0;
 		uint64_t now;
 
 		if (!rx_elsewhere)
-			mgr_rx_poll(mgr);
-		mgr_tx_poll(mgr);
+			moved += mgr_rx_poll(mgr);
+		moved += mgr_tx_poll(mgr);
 		/* A dead NF is reaped and restarted at once, not at the next
 		 * control period: its service may have no other instance. */
 		if (unlikely(child_exited)) {
@@ -258,8 +284,15 @@ run_loop(struct mgr *mgr, const struct options *o, bool rx_elsewhere)
 			next_msg = now + hz / 1000;
 			mgr_msg_poll(mgr);
 		}
-		if (now < next_ctl)
+		if (now < next_ctl) {
+			if (mgr->idle != NULL && mgr_idle_note(mgr->idle, mgr->cfg, moved, now)) {
+				uint64_t limit_ns;
+				enum mgr_idle_wait wait = idle_wait(mgr, now, next_ctl, &limit_ns);
+
+				mgr_idle_sleep(mgr->idle, mgr->cfg, wait, now, limit_ns);
+			}
 			continue;
+		}
 		/* Off the hot path: reap NFs (a system call), print stats. */
 		next_ctl = now + ctl_period;
 		if (now >= next_reap) {
@@ -278,6 +311,28 @@ run_loop(struct mgr *mgr, const struct options *o, bool rx_elsewhere)
 		    now - mgr->last_pkt_tsc > hz / 1000 * o->idle_exit_ms)
 			break;
 	}
+}
+
+/* The main lcore's sleep, when it runs rx too (a separate rx lcore polls
+ * on: its own sleep would need the tx role's doorbell as well). */
+static void
+start_idle(struct mgr *mgr, struct mgr_idle *idle)
+{
+	uint16_t port_ids[SQ_MAX_PORTS];
+	int ret;
+
+	for (uint16_t i = 0; i < mgr->n_ports; i++)
+		port_ids[i] = mgr->ports[i].port_id;
+	ret = mgr_idle_init(idle, port_ids, mgr->n_ports, &mgr->region->mgr_wait.asleep,
+			    mgr->tx_ready, mgr->n_tx_ready_words);
+	if (ret < 0) {
+		MGR_LOG(WARNING, "idle sleep off: epoll: %s\n", strerror(-ret));
+		return;
+	}
+	if (idle->n_intr > 0)
+		MGR_LOG(NOTICE, "%u of %u ports wake the manager by rx interrupt\n", idle->n_intr,
+			mgr->n_ports);
+	mgr->idle = idle;
 }
 
 static int
@@ -381,6 +436,7 @@ main(int argc, char **argv)
 	static struct sq_config cfg;
 	static struct mgr mgr;
 	static struct mgr_attach attach = {.listen_fd = -1};
+	static struct mgr_idle idle = {.epfd = -1};
 	struct options o = {0};
 	char err[SQ_CFG_ERR_LEN] = "";
 	char nf_path[4096];
@@ -444,6 +500,8 @@ main(int argc, char **argv)
 			MGR_LOG(NOTICE, "rx on lcore %u, tx and control on lcore %u\n", lcore,
 				rte_get_main_lcore());
 	}
+	if (!rx_elsewhere)
+		start_idle(&mgr, &idle);
 	if (mgr_attach_open(&attach, cfg.name, mgr.region_fd, cfg.attach_uids, cfg.n_attach_uids) ==
 	    0)
 		mgr.attach = &attach;
@@ -454,6 +512,7 @@ main(int argc, char **argv)
 	MGR_LOG(NOTICE, "stopping\n");
 	status = shutdown_mgr(&mgr, &o, rx_elsewhere);
 	mgr_control_free(&mgr, &cfg);
+	mgr_idle_free(&idle);
 	mgr_sandbox_free();
 	sq_config_free(&cfg);
 	rte_eal_cleanup();

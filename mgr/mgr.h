@@ -186,7 +186,18 @@ struct mgr_nf {
 	uint64_t restart_at_tsc; /* start again then */
 	uint64_t rx_base;        /* ctl->rx_pkts when it died */
 	uint64_t restart_us;     /* last: reaped to the first packet of the new instance */
-	char exit_reason[32];    /* "exit 3", "signal 9 (KILL)", "watchdog"; "" if never died */
+	/* A direct chain's lane (mgr/lane.h): its hop-0 NF, which owns every
+	 * packet given to the lane; the next hop's NF; the ring the previous
+	 * hop's NF fills. SQ_NF_NONE / NULL: in no lane. */
+	uint32_t lane_leader;
+	uint32_t lane_next;
+	struct rte_ring *direct_rx;
+	/* nfs.c: gone, and waiting for the rest of its lane to go too (its
+	 * packets are reclaimed, and it is restarted, with the last of them) */
+	bool lane_wait;
+	bool lane_failure;    /* ... and it failed (for the restart policy) */
+	uint32_t lane_cause;  /* enum sq_drop of its reclaim */
+	char exit_reason[32]; /* "exit 3", "signal 9 (KILL)", "watchdog"; "" if never died */
 };
 
 struct mgr_service {
@@ -287,6 +298,9 @@ struct mgr {
 	uint32_t n_cg_retired;
 	uint32_t iso_sweep; /* tx role: the next NF whose msg doorbell it reads */
 	uint32_t iso_swept;
+	/* A bit per NF that leads a direct chain's lane (lane.h): the tx role
+	 * looks at its lane's rings while it is on the list */
+	uint64_t *lane_bits;
 	struct rte_ring *activations;
 	/* wakeup -> director: ids of NFs just woken (the director's own count
 	 * of NFs woken and not yet running, which the NFs' shared one, in the
@@ -321,6 +335,7 @@ struct mgr {
 	_Atomic bool sup_busy;  /* the supervisor has work: poll it every round */
 	struct scaler *scaler;  /* scaler.c: services that follow their load */
 	struct msgs *msgs;      /* msg.c: the manager's end of the NFs' message rings */
+	struct mgr_idle *idle;  /* idle.h: the main lcore's sleep; NULL: rx elsewhere */
 	uint32_t wd_pos;        /* the watchdog's place in its walk over the NFs */
 };
 
@@ -373,6 +388,8 @@ unsigned int mgr_gen_poll(struct mgr *mgr);
 /* Index of the generator on port @p port (NULL or "": the first), or -ENOENT. */
 int mgr_gen_find(const struct mgr *mgr, const char *port);
 void mgr_gen_set_rate(struct mgr *mgr, int idx, uint64_t rate_pps);
+/* A generator sends (not paused): the rx role has work every round. */
+bool mgr_gen_busy(const struct mgr *mgr);
 struct gen_stats {
 	uint64_t rate_pps, sent_pkts, sent_bytes, alloc_fail, lag_pkts, conns_started;
 };
@@ -387,6 +404,11 @@ void mgr_tx_free(struct mgr *mgr);
 void mgr_tx_activate(struct mgr *mgr, struct mgr_nf *nf);
 /* Packets given to @p nf and not yet back. */
 uint64_t mgr_nf_outstanding(const struct mgr *mgr, const struct mgr_nf *nf);
+/* Some NF holds packets (the tx role's list, or NFs about to join it). */
+bool mgr_tx_nfs_hold_pkts(const struct mgr *mgr);
+/* ... an isolated one among them (its doorbell is in its private region,
+ * where the manager's sleep cannot be rung: mgr/idle.h) */
+bool mgr_tx_isolated_hold_pkts(const struct mgr *mgr);
 
 /* telemetry.c: a command that exists but cannot do what was asked replies
  * {"error": MSG} (a negative return reads as "no such command"). @return 0. */
@@ -421,6 +443,9 @@ void mgr_wakeup_check(struct mgr *mgr, struct role_ctx *role);
 void mgr_wakeup_drop_all_held(struct mgr *mgr, struct role_ctx *role, enum sq_drop cause);
 unsigned int mgr_wakeup_poll(struct mgr *mgr, struct role_ctx *role);
 void mgr_wakeup_force(struct mgr *mgr, struct mgr_nf *nf);
+/* Nanoseconds to the earliest wake timeout of @p role's waiting NFs (0: it
+ * is due), or UINT64_MAX if none waits. */
+uint64_t mgr_wakeup_next_ns(const struct mgr *mgr, const struct role_ctx *role, uint64_t now_tsc);
 /* tx role, every round: hold each core's adaptive wakes to core_wakes_per_s. */
 void mgr_wakeup_tune(struct mgr *mgr);
 const char *mgr_wake_policy_name(uint32_t policy);

@@ -23,6 +23,7 @@
 #include "cgroup.h"
 #include "guard.h"
 #include "isolate.h"
+#include "lane.h"
 #include "mgr.h"
 #include "msg.h"
 #include "sandbox.h"
@@ -180,6 +181,9 @@ init_nf(struct mgr *mgr, struct mgr_nf *nf, uint16_t service, uint16_t instance)
 	nf->ctl = ctl;
 	nf->retiring = false;
 	nf->reaped = false;
+	nf->lane_leader = SQ_NF_NONE; /* (mgr_lane_setup links those in lanes) */
+	nf->lane_next = SQ_NF_NONE;
+	nf->direct_rx = NULL;
 
 	memset(ctl, 0, sizeof(*ctl));
 	ctl->id = nf->iso != NULL ? 0 : nf->id;
@@ -238,6 +242,9 @@ mgr_nfs_init(struct mgr *mgr)
 			mgr->n_nfs = id + 1;
 		}
 	}
+	ret = mgr_lane_setup(mgr);
+	if (ret < 0)
+		return ret;
 	return mgr_nfs_cgroups_sync(mgr);
 }
 
@@ -1012,7 +1019,9 @@ mgr_nfs_watchdog(struct mgr *mgr)
 		/* Anything the NF's loop counts: a yield or a spin is not a hang. */
 		progress = nf->ctl->rx_pkts + nf->ctl->tx_pkts + nf->ctl->sleeps +
 			   nf->ctl->spin_yields + nf->ctl->budget_yields + nf->ctl->tx_full_spins;
-		held = mgr_nf_outstanding(mgr, nf);
+		/* (a direct chain's packets are its lane leader's, wherever they
+		 * wait in the lane: lane.h) */
+		held = mgr_nf_outstanding(mgr, &mgr->nfs[mgr_lane_first(mgr, nf)]);
 		if (progress != nf->wd_progress || held == 0 ||
 		    atomic_load(&nf->ctl->state) != SQ_NF_AWAKE) {
 			nf->wd_progress = progress;
@@ -1042,6 +1051,92 @@ nf_by_pid(struct mgr *mgr, pid_t pid)
 		if (mgr->nfs[i].pid == pid)
 			return &mgr->nfs[i];
 	return NULL;
+}
+
+/* What waited on a gone lane NF's direct ring (lane.h): the previous hop's
+ * NF put it there, the lane's leader owns it. */
+static unsigned int
+drop_direct_ring(struct mgr *mgr, struct mgr_nf *nf, enum sq_drop cause)
+{
+	struct rte_mbuf *m = NULL;
+	unsigned int total = 0;
+
+	if (nf->direct_rx == NULL)
+		return 0;
+	/* Both of its ends are gone (the lane went as one): the ring is the
+	 * manager's again. Bounded by its size, whatever its header says. */
+	for (uint32_t k = 0;
+	     k <= nf->direct_rx->mask && rte_ring_sc_dequeue(nf->direct_rx, (void **)&m) == 0;
+	     k++) {
+		if (mgr_guard_take(m, nf->lane_leader) == GUARD_NOT_OURS) {
+			mgr->region_corrupt[MGR_CORRUPT_DESCRIPTOR]++;
+			continue;
+		}
+		mgr_drop(&mgr->tx.stats, cause, m);
+		mgr->nfs[nf->lane_leader].deq_pkts++;
+		total++;
+	}
+	rte_ring_reset(nf->direct_rx);
+	return total;
+}
+
+/* A direct chain's lane fails as one (lane.h): its NFs hold each other's
+ * packets, so the rest are killed (at a stop they are leaving already).
+ * @return true once none of them runs. */
+static bool
+lane_down(struct mgr *mgr, const struct mgr_nf *nf, bool kill_rest)
+{
+	bool down = true;
+
+	for (uint32_t id = mgr_lane_first(mgr, nf); id != SQ_NF_NONE; id = mgr_lane_next(mgr, id)) {
+		struct mgr_nf *m = &mgr->nfs[id];
+
+		if (m == nf || m->pid == 0)
+			continue;
+		down = false;
+		if (kill_rest)
+			kill(m->pid, SIGKILL);
+	}
+	return down;
+}
+
+/* The last NF of a lane is gone: what the lane's NFs handed back is carried
+ * out, what waited on their rings dropped, and what they held is left to
+ * the owner scan (with every NF of the lane down, nothing moves under it);
+ * then each is restarted by its policy. @return true if the scan must run. */
+static bool
+lane_reclaim(struct mgr *mgr, const struct mgr_nf *nf, bool may_restart)
+{
+	uint32_t first = mgr_lane_first(mgr, nf);
+	bool held = false;
+
+	for (uint32_t id = first; id != SQ_NF_NONE; id = mgr_lane_next(mgr, id))
+		while (mgr_tx_drain_nf(mgr, &mgr->nfs[id]) > 0)
+			;
+	mgr_steer_flush(mgr, &mgr->tx);
+	for (uint32_t id = first; id != SQ_NF_NONE; id = mgr_lane_next(mgr, id)) {
+		struct mgr_nf *m = &mgr->nfs[id];
+
+		if (!m->ring_broken)
+			m->deq_pkts += drop_ring(mgr, m, m->lane_cause);
+		drop_direct_ring(mgr, m, m->lane_cause);
+	}
+	for (uint32_t id = first; id != SQ_NF_NONE; id = mgr_lane_next(mgr, id)) {
+		struct mgr_nf *m = &mgr->nfs[id];
+
+		if (mgr_nf_outstanding(mgr, m) > 0) {
+			m->reclaim_pending = true;
+			m->reclaim_cause = m->lane_cause;
+			held = true;
+		}
+		if (m->lane_wait && may_restart && !atomic_load(&m->retiring) &&
+		    !m->scale_starting) {
+			m->sup_state = SUP_NONE;
+			schedule_restart(mgr, m, m->lane_failure);
+		}
+		m->lane_wait = false;
+	}
+	return held;
 }
 
 /* @return true if it holds packets the owner scan must find. */
@@ -1078,6 +1173,16 @@ nf_gone(struct mgr *mgr, struct mgr_nf *nf, int status)
 		atomic_fetch_sub(&mgr->region->awake[nf->core_group].n, 1);
 	if (!clean)
 		atomic_store(&nf->ctl->state, SQ_NF_DEAD);
+	if (nf->lane_leader != SQ_NF_NONE) {
+		nf->lane_wait = true;
+		nf->lane_failure = failure;
+		nf->lane_cause = stopping   ? SQ_DROP_SHUTDOWN
+				 : retiring ? SQ_DROP_CONFIG_CHANGED
+					    : SQ_DROP_NF_DIED;
+		if (!lane_down(mgr, nf, !stopping && !mgr->stop))
+			return false;
+		return lane_reclaim(mgr, nf, !stopping && !mgr->stop && !retiring);
+	}
 	reclaim_nf(mgr, nf,
 		   stopping   ? SQ_DROP_SHUTDOWN
 		   : retiring ? SQ_DROP_CONFIG_CHANGED
@@ -1186,7 +1291,10 @@ mgr_nfs_free(struct mgr *mgr)
 	for (uint32_t i = 0; i < mgr->n_nfs; i++) {
 		free_private_region(mgr, &mgr->nfs[i], true);
 		free_shared_rings(mgr, &mgr->nfs[i]);
+		rte_free(mgr->nfs[i].direct_rx);
+		mgr->nfs[i].direct_rx = NULL;
 	}
+	mgr_lane_free(mgr);
 	while (mgr->iso_retired != NULL) {
 		struct mgr_iso *iso = mgr->iso_retired;
 

@@ -77,10 +77,13 @@ unprobe(const char *devargs)
 	rte_eal_hotplug_remove(is_vdev(name) ? "vdev" : "pci", name);
 }
 
+/* @p rx_intr: ask for queue 0's rx interrupt, which the manager waits for
+ * when idle (mgr/idle.h); PMDs without one (af_xdp, af_packet, pcap, null
+ * and ring in DPDK 22.11) ignore it, one that refuses is set up again without. */
 static int
-setup_queues(struct mgr *mgr, uint16_t port_id, const struct sq_cfg_port *cp)
+setup_queues(struct mgr *mgr, uint16_t port_id, const struct sq_cfg_port *cp, bool rx_intr)
 {
-	struct rte_eth_conf conf = {0};
+	struct rte_eth_conf conf = {.intr_conf.rxq = rx_intr};
 	uint16_t rx_desc = cp->rx_desc, tx_desc = cp->tx_desc;
 	int ret;
 
@@ -119,7 +122,9 @@ try_devargs(struct mgr *mgr, const struct sq_cfg_port *cp, const char *devargs, 
 		if (ret < 0)
 			goto out_unprobe;
 	}
-	ret = setup_queues(mgr, *port_id, cp);
+	ret = setup_queues(mgr, *port_id, cp, true);
+	if (ret < 0)
+		ret = setup_queues(mgr, *port_id, cp, false);
 	if (ret < 0) {
 		rte_eth_dev_close(*port_id);
 		goto out_unprobe;

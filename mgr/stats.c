@@ -22,6 +22,7 @@
 
 #include "attach.h"
 #include "cgroup.h"
+#include "idle.h"
 #include "isolate.h"
 #include "mgr.h"
 #include "stats.h"
@@ -82,6 +83,25 @@ adaptive_budget(const struct mgr *mgr, struct stats_sink *s)
 	s->u64(s, "adaptive_timeout_floor_us", floor * 1000000 / rte_get_tsc_hz());
 }
 
+/* The main lcore's sleeps when idle (idle.h): all zero while it polls. */
+static void
+idle_counts(const struct mgr *mgr, struct stats_sink *s)
+{
+	const struct mgr_idle *idle = mgr->idle;
+
+	s->begin(s, "idle");
+	s->u64(s, "sleep_max_us", mgr->cfg->idle_sleep_max_us);
+	s->u64(s, "after_us", mgr->cfg->idle_after_us);
+	s->u64(s, "intr_ports", idle != NULL ? idle->n_intr : 0);
+	s->u64(s, "sleeps", idle != NULL ? idle->sleeps : 0);
+	s->u64(s, "slept_us", idle != NULL ? idle->slept_ns / 1000 : 0);
+	s->u64(s, "wakes_by_nf", idle != NULL ? idle->wakes_by_nf : 0);
+	s->u64(s, "wakes_by_intr", idle != NULL ? idle->wakes_by_intr : 0);
+	s->u64(s, "wakes_by_timer", idle != NULL ? idle->wakes_by_timer : 0);
+	s->u64(s, "intr_errors", idle != NULL ? idle->intr_errors : 0);
+	s->end(s);
+}
+
 void
 mgr_stats_visit_totals(const struct mgr *mgr, struct stats_sink *s)
 {
@@ -104,6 +124,7 @@ mgr_stats_visit_totals(const struct mgr *mgr, struct stats_sink *s)
 	s->u64(s, "nf_ctl_bytes", (uint64_t)mgr->n_nfs * sizeof(struct sq_nf_ctl));
 	s->u64(s, "nf_rings_bytes", mgr->nf_rings_bytes);
 	adaptive_budget(mgr, s);
+	idle_counts(mgr, s);
 	s->begin(s, "drops");
 	for (int c = 0; c < SQ_DROP_MAX; c++)
 		s->u64(s, sq_drop_keys[c], t.drops[c]);
@@ -223,6 +244,17 @@ visit_nf(const struct mgr *mgr, const struct mgr_nf *nf, struct stats_sink *s)
 	s->u64(s, "tx_ring_count", rte_ring_count(nf->tx));
 	s->u64(s, "msgs_taken", ctl->msgs_taken);
 	s->u64(s, "msgs_unsent", ctl->msgs_unsent);
+	/* a direct chain's lane (lane.h): the NF's own counts, as rx_pkts */
+	s->u64(s, "direct", nf->lane_leader != SQ_NF_NONE);
+	/* what the manager gave it (the rest of its rx_pkts came from its lane) */
+	s->u64(s, "given_pkts",
+	       atomic_load_explicit(&mgr->rx.stages[nf->id].enq_pkts, memory_order_relaxed) +
+		       atomic_load_explicit(&mgr->tx.stages[nf->id].enq_pkts,
+					    memory_order_relaxed));
+	s->u64(s, "direct_rx_pkts", ctl->direct_rx_pkts);
+	s->u64(s, "direct_tx_pkts", ctl->direct_tx_pkts);
+	s->u64(s, "direct_wakes", ctl->direct_wakes);
+	s->u64(s, "direct_full_pkts", ctl->direct_full_pkts);
 	visit_isolated(nf, s);
 	/* NF-defined counters, flat with a prefix: telemetry nests one level only. */
 	for (int c = 0; c < SQ_NF_COUNTERS; c++) {

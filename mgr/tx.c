@@ -15,6 +15,7 @@
 #include "capture.h"
 #include "guard.h"
 #include "isolate.h"
+#include "lane.h"
 #include "nfring.h"
 #include "mgr.h"
 
@@ -166,6 +167,27 @@ mgr_nf_outstanding(const struct mgr *mgr, const struct mgr_nf *nf)
 	return enq - nf->deq_pkts;
 }
 
+bool
+mgr_tx_nfs_hold_pkts(const struct mgr *mgr)
+{
+	return mgr->n_active > 0 || rte_ring_count(mgr->activations) > 0;
+}
+
+bool
+mgr_tx_isolated_hold_pkts(const struct mgr *mgr)
+{
+	if (mgr->n_iso == 0)
+		return false;
+	for (uint32_t i = 0; i < mgr->n_active; i++) {
+		uint32_t id = mgr->active[i];
+
+		if (atomic_load_explicit(&mgr->iso_bits[id / 64], memory_order_relaxed) &
+		    (1ull << (id % 64)))
+			return true;
+	}
+	return false;
+}
+
 void
 mgr_tx_activate(struct mgr *mgr, struct mgr_nf *nf)
 {
@@ -297,6 +319,25 @@ take_activations(struct mgr *mgr)
  * that are no mbuf it held are ignored and counted; mbufs with impossible
  * lengths are dropped. Compacts @p pkts to the good ones, in order.
  * @return how many are good; *taken: the manager's again (good and dropped). */
+/* A packet of a direct chain's lane is its leader's (lane.h): an NF of a
+ * lane may hand back what was given to the leader, or to itself. @return
+ * the take, and in *owner which of the two it was. */
+static enum guard_take
+take_one(struct mgr *mgr, struct mgr_nf *nf, struct rte_mbuf *pkt, struct mgr_nf **owner)
+{
+	enum guard_take t;
+
+	*owner = nf;
+	if (likely(nf->lane_leader == SQ_NF_NONE || nf->lane_leader == nf->id))
+		return mgr_guard_take(pkt, nf->id);
+	t = mgr_guard_take(pkt, nf->lane_leader);
+	if (t != GUARD_NOT_OURS) {
+		*owner = &mgr->nfs[nf->lane_leader];
+		return t;
+	}
+	return mgr_guard_take(pkt, nf->id);
+}
+
 static unsigned int
 take_back(struct mgr *mgr, struct mgr_nf *nf, struct rte_mbuf **pkts, unsigned int n,
 	  unsigned int *taken_out)
@@ -308,7 +349,9 @@ take_back(struct mgr *mgr, struct mgr_nf *nf, struct rte_mbuf **pkts, unsigned i
 		rte_prefetch0((char *)pkts[i] + RTE_CACHE_LINE_SIZE);
 	}
 	for (unsigned int i = 0; i < n; i++) {
-		switch (mgr_guard_take(pkts[i], nf->id)) {
+		struct mgr_nf *owner;
+
+		switch (take_one(mgr, nf, pkts[i], &owner)) {
 		case GUARD_OK: pkts[good++] = pkts[i]; break;
 		case GUARD_BAD_LENGTHS: mgr_drop(&mgr->tx.stats, SQ_DROP_BAD_MBUF, pkts[i]); break;
 		case GUARD_NOT_OURS:
@@ -316,7 +359,11 @@ take_back(struct mgr *mgr, struct mgr_nf *nf, struct rte_mbuf **pkts, unsigned i
 			nf->bad_descs++;
 			continue;
 		}
-		taken++;
+		/* (the leader's: it is outstanding until a NF of the lane returns it) */
+		if (owner != nf)
+			owner->deq_pkts++;
+		else
+			taken++;
 	}
 	*taken_out = taken;
 	return good;
@@ -394,6 +441,25 @@ mgr_tx_drain_nf(struct mgr *mgr, struct mgr_nf *nf)
 	return n;
 }
 
+/* A lane's leader is on the list while the lane holds its packets: the
+ * other NFs of the lane hand them back on their own rings (lane.h). */
+static unsigned int
+drain_lane(struct mgr *mgr, const struct mgr_nf *leader)
+{
+	unsigned int moved = 0;
+
+	for (uint32_t id = leader->lane_next; id != SQ_NF_NONE; id = mgr->nfs[id].lane_next) {
+		unsigned int n;
+
+		if (!take_tx_ready(mgr, id))
+			continue;
+		n = mgr_tx_drain_nf(mgr, &mgr->nfs[id]);
+		mark_more(mgr, id, n == SQ_NF_BURST_MAX);
+		moved += n;
+	}
+	return moved;
+}
+
 static void
 reset_latency(struct mgr *mgr)
 {
@@ -419,14 +485,24 @@ mgr_tx_poll(struct mgr *mgr)
 		/* Most NFs that hold packets have not run since the last round
 		 * (they wait for the NF core): skip them without touching their
 		 * rings or their mgr_nf, which are other cache lines each. */
-		if (!take_tx_ready(mgr, mgr->active[i])) {
+		uint32_t id = mgr->active[i];
+		bool ready = take_tx_ready(mgr, id);
+		bool leads = mgr->lane_bits != NULL &&
+			     (mgr->lane_bits[id / 64] & (1ull << (id % 64))) != 0;
+
+		if (!ready && !leads) {
 			i++;
 			continue;
 		}
-		nf = &mgr->nfs[mgr->active[i]];
-		n = mgr_tx_drain_nf(mgr, nf);
-		moved += n;
-		mark_more(mgr, nf->id, n == SQ_NF_BURST_MAX);
+		nf = &mgr->nfs[id];
+		if (ready) {
+			n = mgr_tx_drain_nf(mgr, nf);
+			moved += n;
+			mark_more(mgr, id, n == SQ_NF_BURST_MAX);
+		}
+		/* (a lane's packets come back from its other NFs: lane.h) */
+		if (leads)
+			moved += drain_lane(mgr, nf);
 		if (try_deactivate(mgr, nf))
 			mgr->active[i] = mgr->active[--mgr->n_active];
 		else

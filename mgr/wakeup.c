@@ -362,6 +362,32 @@ mgr_wakeup_poll(struct mgr *mgr, struct role_ctx *role)
 	return expired;
 }
 
+uint64_t
+mgr_wakeup_next_ns(const struct mgr *mgr, const struct role_ctx *role, uint64_t now_tsc)
+{
+	uint64_t next_tsc = UINT64_MAX;
+
+	if (role->n_pending == 0)
+		return UINT64_MAX;
+	/* (each queue's head has its earliest deadline: stale heads only make
+	 * the answer early, never late) */
+	for (uint16_t s = 0; s < role->n_queues; s++) {
+		const struct pending_queue *q = &role->pending[s];
+
+		if (q->head != q->tail) {
+			const struct pending_entry *e = &q->e[q->head & (q->cap - 1)];
+
+			next_tsc =
+				RTE_MIN(next_tsc, e->since + timeout_now(mgr, &mgr->nfs[e->nf_id]));
+		}
+	}
+	if (next_tsc == UINT64_MAX)
+		return UINT64_MAX;
+	if (next_tsc <= now_tsc)
+		return 0;
+	return (next_tsc - now_tsc) * 1000 / (rte_get_tsc_hz() / 1000000);
+}
+
 /* At shutdown, after the roles stopped: what the stages still hold. */
 void
 mgr_wakeup_drop_all_held(struct mgr *mgr, struct role_ctx *role, enum sq_drop cause)

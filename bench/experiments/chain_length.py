@@ -31,12 +31,13 @@ def run(ctx: Context) -> None:
     size = ctx.param("size", "64b")
     flows = ctx.param("flows", 1024)
     mode = ctx.param("mode", "sleep")
+    direct = bool(ctx.param("direct", False))
     mix = mixes.by_name(size)
     method = Method.from_ctx(ctx)
     hops = chains.max_hops(ctx.workdir, ctx.manager_name(), max(lengths))
     points: dict[int, Point] = {}
     for n in lengths:
-        setup = chains.build(config.paper_chain(n), hops, mode=mode)
+        setup = chains.build(config.paper_chain(n), hops, mode=mode, direct=direct)
         if setup.segments > 1:
             ctx.note(
                 f"{n} NFs: squall-mgr takes {hops} hops per chain, so the path is "
@@ -62,6 +63,12 @@ def run(ctx: Context) -> None:
             ctx.summary[f"p99_us_{n}nf_half_pdr"] = rounded(pt.lat_us(0.5, "p99_ns")["median"], 2)
     first = lengths[0]
     base = points[first].mpps("pdr")["median"]
+    if base > 0:
+        # (issue 17: any stall of the NF core overflows a ring at rates far
+        # below the PDR, so no-loss rates sit far below it)
+        ctx.summary[f"ratio_ndr_vs_pdr_{first}nf"] = rounded(
+            points[first].mpps("ndr")["median"] / base
+        )
     for n in lengths[1:]:
         if base > 0:
             ctx.summary[f"ratio_{n}nf_vs_{first}nf_pdr"] = rounded(

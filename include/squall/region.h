@@ -19,7 +19,7 @@
 
 #define SQ_REGION_MAGIC     0x4c4c415551535153ULL /* "SQSQUALL" */
 /** Bump on any change to this file or to struct sq_pkt_meta. */
-#define SQ_ABI_VERSION      6u
+#define SQ_ABI_VERSION      7u
 /** Fixed address, far from the heap, stack and DPDK's own mappings. */
 #define SQ_REGION_BASE_ADDR 0x3f0000000000ULL
 
@@ -30,6 +30,9 @@
 #define SQ_CORE_GROUPS  64
 
 /** Manager lifecycle, in the region header. */
+/** No NF (direct_next_id of an NF with no next hop in a lane). */
+#define SQ_NF_NONE UINT32_MAX
+
 enum sq_mgr_state {
 	SQ_MGR_STARTING = 0,
 	SQ_MGR_RUNNING = 1,
@@ -98,6 +101,14 @@ struct sq_nf_ctl {
 	uint64_t spin_ns;           /* spin on an empty ring before sleeping */
 	uint32_t core_group;        /* index into the header's woken[] */
 	char service[SQ_NAME_LEN];
+	/* A direct chain (DESIGN §3's sender-context forwarding; mgr/lane.h):
+	 * this NF's ring of packets handed straight to it by the previous
+	 * hop's NF of its lane, and the next hop's, with that NF's id (to wake
+	 * it). 0 / SQ_NF_NONE: none. */
+	uint64_t direct_rx_ring_off;
+	uint64_t direct_next_ring_off;
+	uint32_t direct_next_id;
+	uint32_t pad0;
 
 	/* Written by the manager at run time. */
 	alignas(RTE_CACHE_LINE_SIZE) _Atomic uint32_t stop; /* 1: leave the loop */
@@ -114,6 +125,9 @@ struct sq_nf_ctl {
 	 * count % SQ_MSG_SLOTS. On the line the NF reads every loop anyway. */
 	_Atomic uint32_t msg_in_head;
 	_Atomic uint32_t msg_out_tail;
+	/* 1: hand NEXT packets back to the manager, not to direct_next (a
+	 * capture at the next hop needs the manager to see them) */
+	_Atomic uint32_t direct_off;
 
 	/* The NF's state word: NF writes AWAKE/ASLEEP; manager ASLEEP->WAKING. */
 	alignas(RTE_CACHE_LINE_SIZE) _Atomic uint32_t state;
@@ -142,8 +156,12 @@ struct sq_nf_ctl {
 	 * manager never trusts them: it keeps its own counts (DESIGN §4). */
 	_Atomic uint32_t msg_in_tail;
 	_Atomic uint32_t msg_out_head;
-	uint64_t msgs_taken;  /* manager -> NF messages the NF handled */
-	uint64_t msgs_unsent; /* NF -> manager messages its full ring turned away */
+	uint64_t msgs_taken;       /* manager -> NF messages the NF handled */
+	uint64_t msgs_unsent;      /* NF -> manager messages its full ring turned away */
+	uint64_t direct_rx_pkts;   /* taken from direct_rx_ring */
+	uint64_t direct_tx_pkts;   /* handed straight to the next hop */
+	uint64_t direct_wakes;     /* ... which was asleep: woken by us */
+	uint64_t direct_full_pkts; /* its ring full: handed to the manager instead */
 
 	/* Written by the manager (msg_in) and by the NF (msg_out). */
 	alignas(RTE_CACHE_LINE_SIZE) struct sq_msg msg_in[SQ_MSG_SLOTS];
@@ -192,6 +210,13 @@ struct sq_region_hdr {
 	struct {
 		alignas(RTE_CACHE_LINE_SIZE) _Atomic int32_t n;
 	} awake[SQ_CORE_GROUPS];
+	/* The manager's sleep (mgr/idle.h): 1 while its main loop, idle, waits
+	 * on this word. An NF that hands packets back and finds it set clears
+	 * it and wakes the manager (FUTEX_WAKE). The manager writes it only
+	 * around a sleep, so NFs read a line that stays in their cache. */
+	struct {
+		alignas(RTE_CACHE_LINE_SIZE) _Atomic uint32_t asleep;
+	} mgr_wait;
 };
 
 static inline struct sq_nf_ctl *

@@ -44,10 +44,12 @@ def build(
     *,
     in_port: dict[str, Any] = config.GEN_PORT,
     out_port: dict[str, Any] = config.OUT_PORT,
+    direct: bool = False,
     **svc_kw: Any,
 ) -> ChainSetup:
     """NFs of the given kinds in a chain from in_port to out_port. svc_kw go to
-    every service (mode, burst_max, spin_us, wake...)."""
+    every service (mode, burst_max, spin_us, wake...); direct: each segment of
+    two NFs or more is a direct chain (NF to NF, mgr/lane.h)."""
     services = [config.nf_service(k, f"s{i}", **svc_kw) for i, k in enumerate(kinds)]
     names = [s.name for s in services]
     segs = [names[i : i + max_hops] for i in range(0, len(names), max_hops)]
@@ -58,7 +60,10 @@ def build(
         cname = "c" if len(segs) == 1 else f"c{k}"
         src = in_port["name"] if k == 0 else rings[k - 1]["name"]
         dst = out_port["name"] if k == len(segs) - 1 else rings[k]["name"]
-        chains.append({"name": cname, "services": seg})
+        chain: dict[str, Any] = {"name": cname, "services": seg}
+        if direct and len(seg) > 1:
+            chain["direct"] = True
+        chains.append(chain)
         rules.append({"in_port": src, "chain": cname, "out_port": dst})
         chain_names.append(cname)
     return ChainSetup(services, chains, rules, ports, chain_names, list(kinds))

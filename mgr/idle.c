@@ -1,0 +1,217 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * The manager's sleep when it has nothing to do: see idle.h.
+ */
+#include <errno.h>
+#include <linux/futex.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rte_common.h>
+#include <rte_cycles.h>
+#include <rte_epoll.h>
+#include <rte_ethdev.h>
+#include <rte_log.h>
+
+#include "idle.h"
+
+/* Shorter sleeps cost more than the spin they save (a futex wait and its
+ * timer are a few microseconds of this core by themselves). */
+#define MIN_SLEEP_NS      2000
+/* With rx interrupts on every port the sleep ends at a packet: it is bound
+ * only by the caller's next timer, or this. */
+#define INTR_SLEEP_MAX_MS 10
+/* The timer slack of the main lcore: the default 50 us would stretch every
+ * sleep of tens of microseconds to several times its length. */
+#define TIMER_SLACK_NS    1000
+
+int
+mgr_idle_init(struct mgr_idle *idle, const uint16_t *port_ids, uint16_t n_ports,
+	      _Atomic uint32_t *asleep, _Atomic uint64_t *tx_ready, size_t n_tx_ready_words)
+{
+	bool has_fd[SQ_MAX_PORTS];
+	int ethdev_log, ethdev_level;
+
+	*idle = (struct mgr_idle){
+		.epfd = -1,
+		.n_ports = n_ports,
+		.asleep = asleep,
+		.tx_ready = tx_ready,
+		.n_tx_ready_words = n_tx_ready_words,
+		.hz = rte_get_tsc_hz(),
+		.work_tsc = rte_rdtsc(),
+	};
+	prctl(PR_SET_TIMERSLACK, TIMER_SLACK_NS);
+	/* ethdev logs an error for each port without an interrupt, which is
+	 * no error here: quiet while asking. */
+	ethdev_log = rte_log_register("lib.ethdev");
+	ethdev_level = ethdev_log >= 0 ? rte_log_get_level((uint32_t)ethdev_log) : -1;
+	if (ethdev_log >= 0)
+		rte_log_set_level((uint32_t)ethdev_log, RTE_LOG_CRIT);
+	for (uint16_t i = 0; i < n_ports; i++) {
+		idle->port_ids[i] = port_ids[i];
+		has_fd[i] = rte_eth_dev_rx_intr_ctl_q_get_fd(port_ids[i], 0) >= 0;
+	}
+	if (ethdev_log >= 0 && ethdev_level >= 0)
+		rte_log_set_level((uint32_t)ethdev_log, (uint32_t)ethdev_level);
+	for (uint16_t i = 0; i < n_ports; i++) {
+		/* No fd: the PMD has no rx interrupt (af_xdp, af_packet, pcap,
+		 * null and ring in DPDK 22.11). */
+		if (!has_fd[i])
+			continue;
+		if (idle->epfd < 0) {
+			idle->epfd = epoll_create1(EPOLL_CLOEXEC);
+			if (idle->epfd < 0)
+				return -errno;
+		}
+		if (rte_eth_dev_rx_intr_ctl_q(port_ids[i], 0, idle->epfd, RTE_INTR_EVENT_ADD,
+					      NULL) == 0)
+			idle->n_intr++;
+	}
+	return 0;
+}
+
+void
+mgr_idle_free(struct mgr_idle *idle)
+{
+	if (idle->epfd >= 0)
+		close(idle->epfd);
+	idle->epfd = -1;
+}
+
+/* (exact to a nanosecond for gaps of up to 70 days at 3 GHz) */
+static uint64_t
+tsc_to_ns(const struct mgr_idle *idle, uint64_t tsc)
+{
+	return tsc * 1000 / (idle->hz / 1000000);
+}
+
+/* A doorbell rung before our word was published: an NF handed packets back
+ * and will not ring again for them. */
+static bool
+doorbell_rung(const struct mgr_idle *idle)
+{
+	for (size_t w = 0; w < idle->n_tx_ready_words; w++)
+		if (atomic_load_explicit(&idle->tx_ready[w], memory_order_relaxed) != 0)
+			return true;
+	return false;
+}
+
+/* A timed sleep any NF returning packets ends (lib/nf.c return_pkts: after
+ * its doorbell, a full fence, then our word; we publish the word, a full
+ * fence, then read the doorbells: one of us sees the other). */
+static void
+sleep_on_doorbell(struct mgr_idle *idle, uint64_t sleep_ns)
+{
+	struct timespec ts = {.tv_sec = sleep_ns / 1000000000, .tv_nsec = sleep_ns % 1000000000};
+	long ret;
+	int err;
+
+	atomic_store_explicit(idle->asleep, 1, memory_order_seq_cst);
+	if (doorbell_rung(idle)) {
+		atomic_store_explicit(idle->asleep, 0, memory_order_relaxed);
+		return;
+	}
+	/* Not FUTEX_PRIVATE: the word is in the region NFs map. */
+	ret = syscall(SYS_futex, idle->asleep, FUTEX_WAIT, 1, &ts, NULL, 0);
+	err = ret < 0 ? errno : 0;
+	/* (an NF that cleared it has woken us, or will wake nobody) */
+	atomic_store_explicit(idle->asleep, 0, memory_order_relaxed);
+	idle->sleeps++;
+	if (ret == 0 || err == EAGAIN)
+		idle->wakes_by_nf++;
+	else
+		idle->wakes_by_timer++;
+}
+
+static void
+intr_set(struct mgr_idle *idle, bool on)
+{
+	for (uint16_t i = 0; i < idle->n_ports; i++) {
+		uint16_t port = idle->port_ids[i];
+		int ret = on ? rte_eth_dev_rx_intr_enable(port, 0)
+			     : rte_eth_dev_rx_intr_disable(port, 0);
+
+		/* (-ENOTSUP: nothing to arm, the fd is always armed: net_tap's
+		 * queue fd, readable while packets wait) */
+		if (on && ret < 0 && ret != -ENOTSUP)
+			idle->intr_errors++;
+	}
+}
+
+/* A packet that arrived between the last poll and the arming raises no
+ * interrupt on some NICs: look at the queues once more (where the PMD can
+ * say; where it cannot, the sleep is bounded by the next timer). */
+static bool
+rx_waiting(const struct mgr_idle *idle)
+{
+	for (uint16_t i = 0; i < idle->n_ports; i++)
+		if (rte_eth_rx_queue_count(idle->port_ids[i], 0) > 0)
+			return true;
+	return false;
+}
+
+/* Every port has an rx interrupt and nothing is held: wait for a packet. */
+static void
+sleep_on_intr(struct mgr_idle *idle, uint64_t limit_ns)
+{
+	struct rte_epoll_event ev[SQ_MAX_PORTS];
+	int timeout_ms = INTR_SLEEP_MAX_MS;
+	uint64_t errors = idle->intr_errors;
+	int n;
+
+	if (limit_ns != 0)
+		timeout_ms = (int)RTE_MAX(1u, RTE_MIN(limit_ns / 1000000, (uint64_t)timeout_ms));
+	intr_set(idle, true);
+	if (idle->intr_errors != errors || rx_waiting(idle)) {
+		intr_set(idle, false);
+		return;
+	}
+	n = rte_epoll_wait_interruptible(idle->epfd, ev, RTE_DIM(ev), timeout_ms);
+	intr_set(idle, false);
+	idle->sleeps++;
+	if (n > 0)
+		idle->wakes_by_intr++;
+	else
+		idle->wakes_by_timer++;
+}
+
+bool
+mgr_idle_note(struct mgr_idle *idle, const struct sq_config *cfg, unsigned int moved,
+	      uint64_t now_tsc)
+{
+	if (moved > 0 || cfg->idle_sleep_max_us == 0) {
+		idle->work_tsc = now_tsc;
+		return false;
+	}
+	return tsc_to_ns(idle, now_tsc - idle->work_tsc) >= (uint64_t)cfg->idle_after_us * 1000;
+}
+
+bool
+mgr_idle_sleep(struct mgr_idle *idle, const struct sq_config *cfg, enum mgr_idle_wait wait,
+	       uint64_t now_tsc, uint64_t limit_ns)
+{
+	uint64_t sleep_ns, start_tsc;
+
+	if (wait == MGR_IDLE_BUSY) {
+		idle->work_tsc = now_tsc;
+		return false;
+	}
+	/* A quarter of the time idle so far: a pause in traffic costs a short
+	 * sleep, a quiet hour the longest. */
+	sleep_ns = RTE_MIN(tsc_to_ns(idle, now_tsc - idle->work_tsc) / 4,
+			   (uint64_t)cfg->idle_sleep_max_us * 1000);
+	sleep_ns = RTE_MIN(sleep_ns, limit_ns);
+	start_tsc = rte_rdtsc();
+	if (wait == MGR_IDLE_PORTS && idle->n_intr > 0 && idle->n_intr == idle->n_ports &&
+	    idle->intr_errors == 0)
+		sleep_on_intr(idle, limit_ns);
+	else if (sleep_ns >= MIN_SLEEP_NS)
+		sleep_on_doorbell(idle, sleep_ns);
+	else
+		return false;
+	idle->slept_ns += tsc_to_ns(idle, rte_rdtsc() - start_tsc);
+	return true;
+}

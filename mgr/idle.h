@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * The manager's sleep when it has nothing to do (issue 17; seed 001 §10's
+ * adaptive polling, OVS-DPDK's pmd-sleep-max).
+ *
+ * A busy-polling manager holds a whole core that, on a small host, the NFs'
+ * peers (the hosts' TCP stacks, a web server) need. After idle_after_us with
+ * nothing moved, the main loop sleeps between rounds:
+ *   - nothing held anywhere and every port has an rx interrupt (net_tap, a
+ *     NIC): it waits for an interrupt (DPDK rx interrupt mode + epoll), at
+ *     most until its next timer;
+ *   - else a bounded sleep on the region's mgr_wait word, which an NF that
+ *     hands packets back rings (lib/nf.c): NFs holding packets end it at
+ *     once, ports without interrupts are polled when it times out.
+ * The sleep grows with the idle time (a quarter of it, up to sleep_max_us),
+ * so a short gap costs a short sleep and a long one the longest.
+ *
+ * This file sees no manager state: main.c tells it what the round did and
+ * what is held (narrow calls into the roles), and it sleeps or not.
+ */
+#ifndef SQUALL_MGR_IDLE_H
+#define SQUALL_MGR_IDLE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
+/* What the manager waits for, as main.c sees it this round. */
+enum mgr_idle_wait {
+	MGR_IDLE_BUSY = 0,  /* keep polling: something is due (generator, queued flows) */
+	MGR_IDLE_PORTS = 1, /* nothing held: only the ports can bring work */
+	MGR_IDLE_NFS = 2,   /* NFs hold packets: their return rings the doorbell */
+};
+
+struct mgr_idle {
+	int epfd; /* DPDK epoll of the ports' rx interrupts; -1: none */
+	uint16_t port_ids[SQ_MAX_PORTS];
+	uint16_t n_ports;
+	uint16_t n_intr; /* ports whose rx interrupt is in epfd */
+	/* the region's mgr_wait word, and the tx-ready bitmap looked at after
+	 * the word is published (a doorbell rung before it would be missed) */
+	_Atomic uint32_t *asleep;
+	_Atomic uint64_t *tx_ready;
+	size_t n_tx_ready_words;
+	uint64_t work_tsc; /* the last round that moved something */
+	uint64_t hz;
+	/* counters: the main lcore writes, telemetry reads (monotonic, torn
+	 * reads are harmless on x86-64's 8-byte stores) */
+	uint64_t sleeps;
+	uint64_t slept_ns;
+	uint64_t wakes_by_nf;   /* an NF's doorbell ended the sleep */
+	uint64_t wakes_by_intr; /* a port's rx interrupt */
+	uint64_t wakes_by_timer;
+	uint64_t intr_errors; /* an rx interrupt could not be armed: fell back to a timed sleep */
+};
+
+/**
+ * Set up: find which ports have an rx interrupt (queue 0, configured with
+ * intr_conf.rxq by mgr/ports.c) and add them to an epoll set.
+ * @return 0 (a port without one is not an error), -errno if epoll fails.
+ */
+int mgr_idle_init(struct mgr_idle *idle, const uint16_t *port_ids, uint16_t n_ports,
+		  _Atomic uint32_t *asleep, _Atomic uint64_t *tx_ready, size_t n_tx_ready_words);
+void mgr_idle_free(struct mgr_idle *idle);
+
+/**
+ * End of a main-loop round: note whether it moved packets.
+ * @return true if nothing moved for idle_after_us (and sleeping is on):
+ *   worth asking the roles what is held, then mgr_idle_sleep().
+ */
+bool mgr_idle_note(struct mgr_idle *idle, const struct sq_config *cfg, unsigned int moved,
+		   uint64_t now_tsc);
+
+/**
+ * Sleep, as long as the idle time so far and the limits allow.
+ * @param wait what would end the idleness (enum mgr_idle_wait)
+ * @param limit_ns sleep at most this long (the next timer: a wake timeout,
+ *   the control period)
+ * @return true if it slept
+ */
+bool mgr_idle_sleep(struct mgr_idle *idle, const struct sq_config *cfg, enum mgr_idle_wait wait,
+		    uint64_t now_tsc, uint64_t limit_ns);
+
+#endif /* SQUALL_MGR_IDLE_H */

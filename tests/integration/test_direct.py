@@ -1,0 +1,198 @@
+"""Direct chains (mgr/lane.h, issue 17): each NF hands its NEXT packets
+straight to the next hop's NF of its lane. The manager still counts every
+packet into and out of the chain, the packets are the same bytes, every
+mbuf comes home, a lane fails and comes back as one, and no untrusted
+(isolated) NF is ever part of one."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pcaps
+import pytest
+from conftest import Manager, pid_is_alive
+
+N_PKTS = 1000
+HOPS = ("s1", "s2", "s3")
+
+
+def pcap_config(mgr: Manager, in_pcap: Path, out_pcap: Path, direct: bool) -> dict[str, Any]:
+    return mgr.config(
+        ports=[
+            {"name": "in", "devargs": f"net_pcap0,rx_pcap={in_pcap}"},
+            {"name": "out", "devargs": f"net_pcap1,tx_pcap={out_pcap}"},
+        ],
+        services=[{"name": s, "exec": "squall-nf-sig", "ring_slots": 1024} for s in HOPS],
+        chains=[{"name": "c", "services": list(HOPS), "direct": direct}],
+        rules=[{"in_port": "in", "chain": "c", "out_port": "out"}],
+    )
+
+
+@pytest.mark.parametrize("direct", [True, False])
+def test_a_direct_chain_carries_every_packet_unchanged(
+    mgr: Manager, tmp_path: Path, direct: bool
+) -> None:
+    frames = pcaps.good_frames(N_PKTS, [pcaps.mac(1)])
+    in_pcap = pcaps.write_pcap(tmp_path / "in.pcap", frames)
+    out_pcap = tmp_path / "out.pcap"
+    mgr.start(pcap_config(mgr, in_pcap, out_pcap, direct))
+    mgr.wait_port_tx("out", N_PKTS, timeout_s=30)
+    ex = mgr.finish()
+
+    assert pcaps.read_pcap(out_pcap) == frames, "out.pcap differs from in.pcap"
+    st = ex["stats"]
+    assert st["rx_pkts"] == st["tx_pkts"] == N_PKTS and st["drop_pkts"] == 0, st
+    nfs = ex["nfs"]
+    want_sum = pcaps.sig_sum(frames)
+    for s in HOPS:
+        nf = nfs[f"{s}#0"]
+        assert nf["rx_pkts"] == N_PKTS, nf
+        assert nf["counters"]["sig_pkts"] == N_PKTS and nf["counters"]["sig_sum"] == want_sum, nf
+        assert nf["counters"]["sig_revisit"] == 0 and nf["counters"]["sig_mismatch"] == 0, nf
+        assert nf["direct"] == int(direct), nf
+    chain = ex["chains"]["c"]
+    assert chain["rx_pkts"] == chain["tx_pkts"] == N_PKTS, chain
+    assert chain["visits_mismatch"] == 0 and chain["lat_count"] == N_PKTS, chain
+    s1, s2, s3 = (nfs[f"{s}#0"] for s in HOPS)
+    if not direct:
+        assert all(nf["given_pkts"] == N_PKTS for nf in (s1, s2, s3)), nfs
+        assert all(nf["direct_tx_pkts"] == nf["direct_rx_pkts"] == 0 for nf in (s1, s2, s3))
+        return
+    # The manager gave the first hop everything; each hop handed the next
+    # what its ring took, and the manager the rest (counted as full).
+    assert s1["given_pkts"] == N_PKTS, s1
+    assert s1["direct_tx_pkts"] + s1["direct_full_pkts"] == N_PKTS, s1
+    assert s2["direct_rx_pkts"] == s1["direct_tx_pkts"] > 0, (s1, s2)
+    assert s2["given_pkts"] == s1["direct_full_pkts"], (s1, s2)
+    assert s2["direct_tx_pkts"] + s2["direct_full_pkts"] == N_PKTS, s2
+    assert s3["direct_rx_pkts"] == s2["direct_tx_pkts"] > 0, (s2, s3)
+    assert s3["given_pkts"] == s2["direct_full_pkts"], (s2, s3)
+    # Only the last hop hands packets back to the manager, but for those
+    # its ring turned away.
+    assert s3["tx_pkts"] + s1["direct_full_pkts"] + s2["direct_full_pkts"] == N_PKTS
+
+
+def gen_config(mgr: Manager, instances: int, **extra: Any) -> dict[str, Any]:
+    cfg = mgr.config(
+        ports=[
+            {"name": "gen", "devargs": "net_null0,no-rx=1"},
+            {"name": "out", "devargs": "net_null1,no-rx=1"},
+        ],
+        services=[
+            {"name": s, "exec": "squall-nf-sig", "instances": instances, **extra} for s in HOPS
+        ],
+        chains=[{"name": "c", "services": list(HOPS), "direct": True}],
+        rules=[{"in_port": "gen", "chain": "c", "out_port": "out"}],
+    )
+    cfg["generator"] = {"port": "gen", "rate_pps": 50000, "flows": 256}
+    return cfg
+
+
+def test_each_lane_keeps_its_flows(mgr: Manager) -> None:
+    """Lane i is instance i of every hop: rss picks the first, the lane the
+    rest, so every hop of a lane sees the same packets and no flow mixes."""
+    mgr.start(gen_config(mgr, instances=3))
+    sent = mgr.gen_send(20000)
+    mgr.wait_accounted(sent)
+    ex = mgr.finish()
+    st = ex["stats"]
+    assert st["tx_pkts"] == sent and st["drop_pkts"] == 0, st
+    nfs = ex["nfs"]
+    for i in range(3):
+        lane = [nfs[f"{s}#{i}"] for s in HOPS]
+        assert lane[0]["rx_pkts"] > 0, lane
+        assert all(nf["rx_pkts"] == lane[0]["rx_pkts"] for nf in lane), lane
+        assert all(nf["counters"]["sig_sum"] == lane[0]["counters"]["sig_sum"] for nf in lane), lane
+        assert all(nf["given_pkts"] == 0 for nf in lane[1:]), lane
+        assert lane[1]["direct_rx_pkts"] == lane[0]["direct_tx_pkts"], lane
+    assert sum(nfs[f"s1#{i}"]["rx_pkts"] for i in range(3)) == sent
+
+
+def test_a_lane_fails_and_comes_back_as_one(mgr: Manager) -> None:
+    """Killing the middle NF of a lane under traffic takes its whole lane
+    down (its NFs hold each other's packets) and brings it back; the other
+    lane runs on; every packet is out or counted under nf_died/no_nf."""
+    mgr.start(gen_config(mgr, instances=2))
+    mgr.wait_for(lambda: mgr.chains()["c"]["tx_pkts"] > 5000, 30, "traffic through the chain")
+    before = mgr.nfs()
+    victim = before["s2#0"]["pid"]
+    assert pid_is_alive(victim)
+    os.kill(victim, signal.SIGKILL)
+
+    def lane_back() -> bool:
+        nfs = mgr.nfs()
+        return all(
+            nfs[f"{s}#0"]["restarts"] == 1
+            and nfs[f"{s}#0"]["pid"] not in (0, before[f"{s}#0"]["pid"])
+            and nfs[f"{s}#0"]["rx_pkts"] > before[f"{s}#0"]["rx_pkts"]
+            for s in HOPS
+        )
+
+    mgr.wait_for(lane_back, 20, "every NF of lane 0 restarted and taking packets again")
+    nfs = mgr.nfs()
+    assert nfs["s2#0"]["exit_reason"] == "signal 9 (KILL)", nfs["s2#0"]
+    assert all(nfs[f"{s}#1"]["restarts"] == 0 for s in HOPS), nfs
+    mgr.query("/squall/gen_rate,0")
+    ex = mgr.finish()
+    drops = {k: v for k, v in ex["stats"]["drops"].items() if v}
+    assert set(drops) <= {"nf_died", "no_nf"}, drops
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"sandbox": "isolated"}, "is isolated: an untrusted NF never hands packets to another"),
+        ({"instances": 2}, "every hop of a direct chain has the same count"),
+        ({"scale": {}}, "scales: a direct chain's lanes are fixed"),
+    ],
+)
+def test_direct_chain_config_errors(mgr: Manager, change: dict[str, Any], message: str) -> None:
+    cfg = gen_config(mgr, instances=1)
+    cfg["services"][1].update(change)
+    r = mgr.run_to_exit(cfg, "--check")
+    assert r.returncode == 2, r.stderr
+    assert "chains[0].direct: " in r.stderr and message in r.stderr, r.stderr
+
+
+def test_a_direct_chain_is_refused_a_per_flow_rule_and_a_second_chain(mgr: Manager) -> None:
+    cfg = gen_config(mgr, instances=1)
+    cfg["rules"][0]["assign"] = "per-flow"
+    r = mgr.run_to_exit(cfg, "--check")
+    assert r.returncode == 2 and 'rules[0].assign: chain "c" is direct' in r.stderr, r.stderr
+    cfg = gen_config(mgr, instances=1)
+    cfg["chains"].append({"name": "d", "services": ["s3"]})
+    r = mgr.run_to_exit(cfg, "--check")
+    assert (
+        r.returncode == 2 and 'chains[0].direct: service "s3" is also in chain "d"' in r.stderr
+    ), r.stderr
+
+
+def test_a_direct_chain_round_trips_and_is_refused_changes_while_running(
+    mgr: Manager, tmp_path: Path
+) -> None:
+    """get config writes `direct: true` back, apply of it changes nothing;
+    a change to a direct chain or its services' instances is refused whole
+    (exit 2) and the lanes go on carrying."""
+    from test_apply import get_config, squallctl
+
+    mgr.start(gen_config(mgr, instances=2))
+    text = get_config(mgr)
+    assert "direct: true" in text, text
+    same = tmp_path / "same.yaml"
+    same.write_text(text)
+    r = squallctl(mgr, "apply", str(same))
+    assert r.returncode == 0 and r.stdout.strip() == "no change", (r.stdout, r.stderr)
+    for old, new in (("direct: true", "direct: false"), ("instances: 2", "instances: 1")):
+        changed = tmp_path / "changed.yaml"
+        changed.write_text(text.replace(old, new, 1))
+        r = squallctl(mgr, "apply", str(changed))
+        assert r.returncode == 2, (old, r.stdout, r.stderr)
+        assert 'chain "c" is direct' in r.stderr, r.stderr
+    assert get_config(mgr) == text
+    tx = mgr.chains()["c"]["tx_pkts"]
+    mgr.wait_for(lambda: mgr.chains()["c"]["tx_pkts"] > tx + 1000, 15, "the lanes still carry")
+    mgr.query("/squall/gen_rate,0")
+    mgr.finish()

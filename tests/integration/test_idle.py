@@ -1,0 +1,174 @@
+"""The manager sleeps when it has nothing to do (mgr/idle.h, issue 17): idle,
+it takes little of its core, and the first packet after an idle period
+still arrives, woken by the port's rx interrupt where the PMD has one
+(net_tap) or by its timed sleep where it has none (net_af_packet on veth).
+Counts only: the packets sent one by one after idle gaps all come out."""
+
+from __future__ import annotations
+
+import select
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pcaps
+import pytest
+from conftest import Manager
+
+ETH_P_ALL = 0x0003
+N_PKTS = 40
+GAP_S = 0.02  # more than the longest sleep (1 ms): each packet finds the manager asleep
+IDLE_S = 2.0
+
+
+def ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=10)
+
+
+def quiet(dev: str) -> None:
+    """No IPv6 on a test device: no router solicitations in the counts."""
+    Path(f"/proc/sys/net/ipv6/conf/{dev}/disable_ipv6").write_text("1\n")
+
+
+@pytest.fixture
+def veths(mgr: Manager) -> Iterator[tuple[str, str, str, str]]:
+    """Two veth pairs in the root namespace: (a0, a1, b0, b1). The manager
+    takes a1 and b1; the test sends on a0 and listens on b0."""
+    tag = mgr.name[-6:]
+    a0, a1, b0, b1 = (f"sqi{tag}{x}" for x in ("a0", "a1", "b0", "b1"))
+    names = [a0, b0]
+    try:
+        for x0, x1 in ((a0, a1), (b0, b1)):
+            ip("link", "add", x0, "type", "veth", "peer", "name", x1)
+            for dev in (x0, x1):
+                quiet(dev)
+                ip("link", "set", dev, "up")
+        yield a0, a1, b0, b1
+    finally:
+        for dev in names:
+            subprocess.run(["ip", "link", "del", dev], capture_output=True, timeout=10)
+
+
+def manager_cpu_s(pid: int) -> float:
+    """CPU time of every thread of pid so far (schedstat: nanoseconds)."""
+    total = 0
+    for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+        try:
+            total += int(stat.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total / 1e9
+
+
+def idle_cpu_share(mgr: Manager) -> float:
+    assert mgr.proc is not None
+    pid = mgr.proc.pid
+    t0, c0 = time.monotonic(), manager_cpu_s(pid)
+    time.sleep(IDLE_S)
+    return (manager_cpu_s(pid) - c0) / (time.monotonic() - t0)
+
+
+def send_after_gaps(send_dev: str, recv_dev: str, frames: list[bytes]) -> int:
+    """Each frame sent alone, after a gap; @return how many of them came out
+    on recv_dev (matched byte for byte)."""
+    want = set(frames)
+    got = 0
+    rx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+    tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+    try:
+        rx.bind((recv_dev, 0))
+        tx.bind((send_dev, 0))
+        for f in frames:
+            time.sleep(GAP_S)
+            tx.send(f)
+        deadline = time.monotonic() + 5
+        while got < len(frames) and time.monotonic() < deadline:
+            if not select.select([rx], [], [], 0.2)[0]:
+                continue
+            if rx.recv(65535) in want:
+                got += 1
+    finally:
+        rx.close()
+        tx.close()
+    return got
+
+
+def bump_config(mgr: Manager, ports: list[dict[str, Any]], **manager: Any) -> dict[str, Any]:
+    return mgr.config(
+        ports=ports,
+        services=[{"name": "f", "exec": "squall-nf-fwd"}],
+        chains=[{"name": "c", "services": ["f"]}],
+        rules=[{"in_port": ports[0]["name"], "chain": "c", "out_port": ports[1]["name"]}],
+        **manager,
+    )
+
+
+def test_an_idle_manager_sleeps_and_wakes_on_the_rx_interrupt(mgr: Manager) -> None:
+    """net_tap has rx interrupts: the idle manager waits for one."""
+    tag = mgr.name[-6:]
+    t0, t1 = f"sqt{tag}0", f"sqt{tag}1"
+    ports = [
+        {"name": "a", "devargs": f"net_tap0,iface={t0}"},
+        {"name": "b", "devargs": f"net_tap1,iface={t1}"},
+    ]
+    mgr.start(bump_config(mgr, ports))
+    for dev in (t0, t1):
+        quiet(dev)
+        ip("link", "set", dev, "up")
+    idle = mgr.stats()["idle"]
+    assert idle["intr_ports"] == 2, idle
+    share = idle_cpu_share(mgr)
+    assert share < 0.2, f"idle manager used {share:.0%} of a core"
+    frames = pcaps.good_frames(N_PKTS, [pcaps.mac(7)], seed=11)
+    assert send_after_gaps(t0, t1, frames) == N_PKTS
+    idle = mgr.stats()["idle"]
+    assert idle["sleeps"] > 0 and idle["wakes_by_intr"] >= N_PKTS // 2, idle
+    assert mgr.ports()["a"]["rx_pkts"] >= N_PKTS
+    # net_tap keeps mbufs in its rx queues while it runs: the rest are home.
+    mgr.wait_for(
+        lambda: mgr.stats()["mbufs_in_use"] == mgr.stats()["mbufs_port_reserved"],
+        10,
+        "every mbuf but the tap queues' home",
+    )
+    mgr.finish(live_mbufs=False)
+
+
+def test_an_idle_manager_sleeps_and_wakes_on_its_timer(
+    mgr: Manager, veths: tuple[str, str, str, str]
+) -> None:
+    """net_af_packet has none: the manager sleeps at most idle_sleep_max_us
+    at a time; a packet waits for the end of the sleep, and none is lost."""
+    a0, a1, b0, b1 = veths
+    ports = [
+        {"name": "a", "devargs": f"net_af_packet0,iface={a1}"},
+        {"name": "b", "devargs": f"net_af_packet1,iface={b1}"},
+    ]
+    mgr.start(bump_config(mgr, ports))
+    idle = mgr.stats()["idle"]
+    assert idle["intr_ports"] == 0 and idle["sleep_max_us"] > 0, idle
+    share = idle_cpu_share(mgr)
+    assert share < 0.2, f"idle manager used {share:.0%} of a core"
+    frames = pcaps.good_frames(N_PKTS, [pcaps.mac(7)], seed=12)
+    assert send_after_gaps(a0, b0, frames) == N_PKTS
+    idle = mgr.stats()["idle"]
+    assert idle["sleeps"] > 0 and idle["wakes_by_timer"] > 0, idle
+    mgr.finish()
+
+
+def test_with_sleep_off_the_manager_polls(mgr: Manager, veths: tuple[str, str, str, str]) -> None:
+    """The control: idle_sleep_max_us 0 keeps the old busy poll (a core)."""
+    a0, a1, b0, b1 = veths
+    ports = [
+        {"name": "a", "devargs": f"net_af_packet0,iface={a1}"},
+        {"name": "b", "devargs": f"net_af_packet1,iface={b1}"},
+    ]
+    mgr.start(bump_config(mgr, ports, idle_sleep_max_us=0))
+    share = idle_cpu_share(mgr)
+    assert share > 0.5, f"a polling manager used only {share:.0%} of a core"
+    assert mgr.stats()["idle"]["sleeps"] == 0
+    frames = pcaps.good_frames(N_PKTS // 4, [pcaps.mac(7)], seed=13)
+    assert send_after_gaps(a0, b0, frames) == len(frames)
+    mgr.finish()
