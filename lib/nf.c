@@ -588,7 +588,7 @@ wake_mgr_if_asleep(struct sq_nf *nf)
 {
 	_Atomic uint32_t *word = &nf->hdr->mgr_wait.asleep;
 
-	if (unlikely(atomic_load_explicit(word, memory_order_relaxed) != 0) &&
+	if (unlikely(atomic_load_explicit(word, memory_order_seq_cst) != 0) &&
 	    atomic_exchange_explicit(word, 0, memory_order_relaxed) != 0)
 		syscall(SYS_futex, word, FUTEX_WAKE, 1, NULL, NULL, 0);
 }

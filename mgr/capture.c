@@ -60,6 +60,7 @@
 #include <rte_telemetry.h>
 
 #include "capture.h"
+#include "lane.h"
 #include "mgr.h"
 
 #define CAP_MAX                16   /* captures at once, running or done */
@@ -625,6 +626,18 @@ wait_roles_quiet(void)
 	}
 }
 
+/* A direct chain's NFs hand packets to each other, past the manager's
+ * hooks: while a capture of an NF point of one runs, the hop before it (or
+ * the hop itself, for what it returns) hands them to the manager instead
+ * (mgr/lane.h). Under cap_lock. */
+static void
+hold_direct(const struct capture *c, int delta)
+{
+	if (c->point == MGR_CAP_NF_IN || c->point == MGR_CAP_NF_OUT)
+		mgr_lane_hold_direct(cap_mgr, c->service, c->nf_id, c->point == MGR_CAP_NF_IN,
+				     delta);
+}
+
 static void
 end_capture(struct capture *c, const char *reason, bool can_write)
 {
@@ -639,6 +652,7 @@ end_capture(struct capture *c, const char *reason, bool can_write)
 	pthread_mutex_lock(&cap_lock);
 	atomic_store(&c->live, false);
 	update_points();
+	hold_direct(c, -1);
 	pthread_mutex_unlock(&cap_lock);
 	wait_roles_quiet();
 	/* What is still on the ring was copied while live: write it, within
@@ -1141,6 +1155,7 @@ capture_start(const char *params, struct rte_tel_data *d)
 	}
 	pthread_detach(tid);
 	pthread_mutex_lock(&cap_lock);
+	hold_direct(c, 1);
 	atomic_store_explicit(&c->live, true, memory_order_release);
 	update_points();
 	pthread_mutex_unlock(&cap_lock);

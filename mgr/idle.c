@@ -94,7 +94,7 @@ static bool
 doorbell_rung(const struct mgr_idle *idle)
 {
 	for (size_t w = 0; w < idle->n_tx_ready_words; w++)
-		if (atomic_load_explicit(&idle->tx_ready[w], memory_order_relaxed) != 0)
+		if (atomic_load_explicit(&idle->tx_ready[w], memory_order_seq_cst) != 0)
 			return true;
 	return false;
 }

@@ -29,6 +29,7 @@ link_hop(struct mgr *mgr, struct mgr_nf *nf, struct mgr_nf *next, uint32_t ring_
 	nf->ctl->direct_next_ring_off = next->ctl->direct_rx_ring_off;
 	nf->ctl->direct_next_id = next->id;
 	nf->lane_next = next->id;
+	next->lane_prev = nf->id;
 	next->lane_leader = nf->lane_leader;
 	return 0;
 }
@@ -111,19 +112,65 @@ mgr_lane_next(const struct mgr *mgr, uint32_t id)
 	return mgr->nfs[id].lane_next;
 }
 
+enum guard_take
+mgr_lane_take(struct mgr *mgr, struct mgr_nf *nf, struct rte_mbuf *pkt, struct mgr_nf **owner)
+{
+	enum guard_take t;
+
+	/* the leader's, most often; then its own; then those between */
+	*owner = &mgr->nfs[nf->lane_leader];
+	t = mgr_guard_take(pkt, nf->lane_leader);
+	if (t != GUARD_NOT_OURS || nf->lane_leader == nf->id)
+		return t;
+	for (uint32_t id = nf->id; id != nf->lane_leader; id = mgr->nfs[id].lane_prev) {
+		*owner = &mgr->nfs[id];
+		t = mgr_guard_take(pkt, id);
+		if (t != GUARD_NOT_OURS)
+			return t;
+	}
+	*owner = nf;
+	return GUARD_NOT_OURS;
+}
+
+/* The direct chain and hop of @p service, if it is in one. */
+static const struct sq_cfg_chain *
+direct_hop(const struct mgr *mgr, uint16_t service, uint16_t *hop)
+{
+	for (uint16_t c = 0; c < mgr->cfg->n_chains; c++) {
+		const struct sq_cfg_chain *ch = &mgr->cfg->chains[c];
+
+		for (uint16_t h = 0; ch->direct && h < ch->n_hops; h++)
+			if (ch->services[h] == service) {
+				*hop = h;
+				return ch;
+			}
+	}
+	return NULL;
+}
+
+static void
+hold_nf(struct mgr_nf *nf, int delta)
+{
+	nf->direct_holds = (uint32_t)((int)nf->direct_holds + delta);
+	atomic_store_explicit(&nf->ctl->direct_off, nf->direct_holds > 0, memory_order_release);
+}
+
 void
-mgr_lane_set_direct(struct mgr *mgr, uint16_t chain, uint16_t hop, bool on)
+mgr_lane_hold_direct(struct mgr *mgr, int32_t service, int32_t nf_id, bool into, int delta)
 {
 	const struct sq_cfg_chain *ch;
 	const struct mgr_service *svc;
+	uint16_t hop;
 
-	if (chain >= mgr->cfg->n_chains || hop == 0)
+	if (nf_id >= 0)
+		service = mgr->nfs[nf_id].service;
+	if (service < 0 || (ch = direct_hop(mgr, (uint16_t)service, &hop)) == NULL)
 		return;
-	ch = &mgr->cfg->chains[chain];
-	if (!ch->direct || hop >= ch->n_hops)
+	/* what hop receives comes from hop - 1; what it returns goes to hop + 1 */
+	if (into ? hop == 0 : hop + 1 == ch->n_hops)
 		return;
-	svc = &mgr->services[ch->services[hop - 1]];
+	svc = &mgr->services[ch->services[into ? hop - 1 : hop]];
 	for (uint32_t i = 0; i < svc->n_nfs; i++)
-		atomic_store_explicit(&mgr->nfs[svc->first_nf + i].ctl->direct_off, !on,
-				      memory_order_release);
+		if (nf_id < 0 || mgr->nfs[nf_id].instance == i)
+			hold_nf(&mgr->nfs[svc->first_nf + i], delta);
 }

@@ -28,6 +28,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "guard.h"
+
 struct mgr;
 struct mgr_nf;
 
@@ -42,9 +44,18 @@ void mgr_lane_free(struct mgr *mgr);
 uint32_t mgr_lane_first(const struct mgr *mgr, const struct mgr_nf *nf);
 uint32_t mgr_lane_next(const struct mgr *mgr, uint32_t id);
 
-/* Direct hand-over into hop @p hop of chain @p chain, on or off: the NFs
- * of hop - 1 hand their NEXT packets to the manager while it is off (a
- * capture at that hop). No-op for a chain that is not direct. */
-void mgr_lane_set_direct(struct mgr *mgr, uint16_t chain, uint16_t hop, bool on);
+/* Take back @p pkt from @p nf, an NF of a lane: the packets it hands back
+ * were given to its lane's leader, to it, or to an NF between them (the
+ * manager gives a lane NF packets itself while direct hand-over into it is
+ * off). @return the take (mgr/guard.h), *owner the NF it was given to. */
+enum guard_take mgr_lane_take(struct mgr *mgr, struct mgr_nf *nf, struct rte_mbuf *pkt,
+			      struct mgr_nf **owner);
+
+/* A capture of what @p service's NFs receive (@p into) or return needs
+ * the manager to see those packets: the NFs that would hand them over
+ * directly (the previous hop's, or these) hand them to the manager while
+ * any such capture runs (@p delta +1 at its start, -1 at its end). @p nf_id
+ * >= 0: that NF's lane only. No-op outside direct chains. */
+void mgr_lane_hold_direct(struct mgr *mgr, int32_t service, int32_t nf_id, bool into, int delta);
 
 #endif /* SQUALL_MGR_LANE_H */

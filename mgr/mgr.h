@@ -191,13 +191,15 @@ struct mgr_nf {
 	 * hop's NF fills. SQ_NF_NONE / NULL: in no lane. */
 	uint32_t lane_leader;
 	uint32_t lane_next;
+	uint32_t lane_prev;
 	struct rte_ring *direct_rx;
 	/* nfs.c: gone, and waiting for the rest of its lane to go too (its
 	 * packets are reclaimed, and it is restarted, with the last of them) */
 	bool lane_wait;
-	bool lane_failure;    /* ... and it failed (for the restart policy) */
-	uint32_t lane_cause;  /* enum sq_drop of its reclaim */
-	char exit_reason[32]; /* "exit 3", "signal 9 (KILL)", "watchdog"; "" if never died */
+	bool lane_failure;     /* ... and it failed (for the restart policy) */
+	uint32_t direct_holds; /* captures that need its NEXT packets to go by the manager */
+	uint32_t lane_cause;   /* enum sq_drop of its reclaim */
+	char exit_reason[32];  /* "exit 3", "signal 9 (KILL)", "watchdog"; "" if never died */
 };
 
 struct mgr_service {

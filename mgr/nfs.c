@@ -183,6 +183,7 @@ init_nf(struct mgr *mgr, struct mgr_nf *nf, uint16_t service, uint16_t instance)
 	nf->reaped = false;
 	nf->lane_leader = SQ_NF_NONE; /* (mgr_lane_setup links those in lanes) */
 	nf->lane_next = SQ_NF_NONE;
+	nf->lane_prev = SQ_NF_NONE;
 	nf->direct_rx = NULL;
 
 	memset(ctl, 0, sizeof(*ctl));
@@ -1068,12 +1069,14 @@ drop_direct_ring(struct mgr *mgr, struct mgr_nf *nf, enum sq_drop cause)
 	for (uint32_t k = 0;
 	     k <= nf->direct_rx->mask && rte_ring_sc_dequeue(nf->direct_rx, (void **)&m) == 0;
 	     k++) {
-		if (mgr_guard_take(m, nf->lane_leader) == GUARD_NOT_OURS) {
+		struct mgr_nf *owner;
+
+		if (mgr_lane_take(mgr, nf, m, &owner) == GUARD_NOT_OURS) {
 			mgr->region_corrupt[MGR_CORRUPT_DESCRIPTOR]++;
 			continue;
 		}
 		mgr_drop(&mgr->tx.stats, cause, m);
-		mgr->nfs[nf->lane_leader].deq_pkts++;
+		owner->deq_pkts++;
 		total++;
 	}
 	rte_ring_reset(nf->direct_rx);

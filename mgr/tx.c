@@ -322,20 +322,14 @@ take_activations(struct mgr *mgr)
 /* A packet of a direct chain's lane is its leader's (lane.h): an NF of a
  * lane may hand back what was given to the leader, or to itself. @return
  * the take, and in *owner which of the two it was. */
-static enum guard_take
+static inline enum guard_take
 take_one(struct mgr *mgr, struct mgr_nf *nf, struct rte_mbuf *pkt, struct mgr_nf **owner)
 {
-	enum guard_take t;
-
-	*owner = nf;
-	if (likely(nf->lane_leader == SQ_NF_NONE || nf->lane_leader == nf->id))
+	if (likely(nf->lane_leader == SQ_NF_NONE)) {
+		*owner = nf;
 		return mgr_guard_take(pkt, nf->id);
-	t = mgr_guard_take(pkt, nf->lane_leader);
-	if (t != GUARD_NOT_OURS) {
-		*owner = &mgr->nfs[nf->lane_leader];
-		return t;
 	}
-	return mgr_guard_take(pkt, nf->id);
+	return mgr_lane_take(mgr, nf, pkt, owner);
 }
 
 static unsigned int

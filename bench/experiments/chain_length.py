@@ -1,18 +1,25 @@
-"""Throughput and latency against chain length: 1, 2, 3, 10 and 50 NFs.
-Seed 002 §4.3 (Fig. 3) and §5.2 (Fig. 6)."""
+"""Throughput and latency against chain length: 1, 2, 3, 10 and 50 NFs, each
+chain direct (NF to NF, mgr/lane.h) and through the manager at every hop.
+Seed 002 §4.3 (Fig. 3) and §5.2 (Fig. 6); issue 17's chain figures."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from squall.bench import chains, config, mixes
 from squall.bench.experiment import Context, Experiment, Figure, Series, rounded
-from squall.bench.method import Method, Point, measure_point
+from squall.bench.method import Method, Point, measure_rep
 
 LENGTHS = [1, 2, 3, 10, 50]
+# "direct": chains of two NFs or more are direct chains; "manager": every
+# hop goes through the manager (Squall before issue 17, and what isolated or
+# per-flow services still do). The first is the plain figures' variant.
+VARIANTS = ["direct", "manager"]
+SUFFIX = {"direct": "", "manager": "_mgr"}
 
 
-def make_cfg(setup: chains.ChainSetup, mix: mixes.Mix, flows: int) -> Any:
+def make_cfg(setup: chains.ChainSetup, mix: mixes.Mix, flows: int, **manager: Any) -> Any:
     def cfg(name: str) -> dict[str, Any]:
         return config.manager_config(
             name,
@@ -21,9 +28,40 @@ def make_cfg(setup: chains.ChainSetup, mix: mixes.Mix, flows: int) -> Any:
             chains=setup.chains,
             rules=setup.rules,
             gen=config.generator(mix.sizes, flows),
+            **manager,
         )
 
     return cfg
+
+
+def summarize(
+    ctx: Context, points: dict[tuple[str, int], Point], lengths: list[int], size: str
+) -> None:
+    for (variant, n), pt in points.items():
+        sfx = SUFFIX.get(variant, f"_{variant}")
+        ctx.summary[f"mpps_ndr_{n}nf_{size}{sfx}"] = rounded(pt.mpps("ndr")["median"])
+        ctx.summary[f"mpps_pdr_{n}nf_{size}{sfx}"] = rounded(pt.mpps("pdr")["median"])
+        if 0.5 in pt.latency:
+            ctx.summary[f"p50_us_{n}nf_half_pdr{sfx}"] = rounded(pt.lat_us(0.5)["median"], 2)
+            ctx.summary[f"p99_us_{n}nf_half_pdr{sfx}"] = rounded(
+                pt.lat_us(0.5, "p99_ns")["median"], 2
+            )
+    first = lengths[0]
+    one = points[(VARIANTS[0], first)]
+    base = one.mpps("pdr")["median"]
+    if base <= 0:
+        return
+    # (any stall of the NF core overflows a ring at rates far below the PDR)
+    ctx.summary[f"ratio_ndr_vs_pdr_{first}nf"] = rounded(one.mpps("ndr")["median"] / base)
+    for (variant, n), pt in points.items():
+        if n != first and variant in SUFFIX:
+            ctx.summary[f"ratio_{n}nf_vs_{first}nf_pdr{SUFFIX[variant]}"] = rounded(
+                pt.mpps("pdr")["median"] / base
+            )
+    if ("baseline", first) in points:
+        old = points[("baseline", first)].mpps("pdr")["median"]
+        if old > 0:
+            ctx.summary[f"ratio_{first}nf_pdr_vs_baseline"] = rounded(base / old)
 
 
 def run(ctx: Context) -> None:
@@ -31,64 +69,84 @@ def run(ctx: Context) -> None:
     size = ctx.param("size", "64b")
     flows = ctx.param("flows", 1024)
     mode = ctx.param("mode", "sleep")
-    direct = bool(ctx.param("direct", False))
+    variants = ctx.param("variants", VARIANTS)
+    prio = ctx.param("chain_priority", 0)
+    # Another build's squall-mgr (and its NFs), e.g. the commit before a
+    # change: its 1-NF chain beside this one's, interleaved.
+    baseline = ctx.param("baseline_bin", "")
     mix = mixes.by_name(size)
     method = Method.from_ctx(ctx)
     hops = chains.max_hops(ctx.workdir, ctx.manager_name(), max(lengths))
-    points: dict[int, Point] = {}
+    points: dict[tuple[str, int], Point] = {}
+    cases: list[tuple[str, int, chains.ChainSetup, Path | None]] = []
     for n in lengths:
-        setup = chains.build(config.paper_chain(n), hops, mode=mode, direct=direct)
-        if setup.segments > 1:
-            ctx.note(
-                f"{n} NFs: squall-mgr takes {hops} hops per chain, so the path is "
-                f"{setup.segments} chains joined by net_ring loopback ports; latency is the "
-                "sum of the segments' (quantiles: an upper bound)."
+        for variant in variants if n > 1 else variants[:1]:
+            setup = chains.build(config.paper_chain(n), hops, mode=mode, direct=variant == "direct")
+            cases.append((variant, n, setup, None))
+            if setup.segments > 1 and variant == variants[0]:
+                ctx.note(
+                    f"{n} NFs: squall-mgr takes {hops} hops per chain, so the path is "
+                    f"{setup.segments} chains joined by net_ring loopback ports; latency is "
+                    "the sum of the segments' (quantiles: an upper bound)."
+                )
+        if n == lengths[0] and baseline:
+            setup = chains.build(config.paper_chain(n), hops, mode=mode)
+            cases.append(("baseline", n, setup, Path(baseline)))
+    # Interleaved: a slow stretch of the shared machine hits every case.
+    for rep in range(ctx.reps):
+        for variant, n, setup, mgr_bin in cases:
+            pt = points.setdefault((variant, n), Point(f"{n} NF {variant}"))
+            measure_rep(
+                ctx,
+                pt,
+                rep,
+                make_cfg(setup, mix, flows, **({"chain_priority": prio} if prio else {})),
+                setup.chain_names,
+                method,
+                mgr_bin=mgr_bin,
+                nfs=n,
+                variant=variant,
+                kinds=setup.kinds,
+                segments=setup.segments,
             )
-        points[n] = measure_point(
-            ctx,
-            f"{n} NF",
-            make_cfg(setup, mix, flows),
-            setup.chain_names,
-            method,
-            nfs=n,
-            kinds=setup.kinds,
-            segments=setup.segments,
-        )
+    summarize(ctx, points, lengths, size)
+    figures(ctx, points, lengths, variants, mix)
+    ctx.note(
+        "direct: chains of two NFs or more are direct chains (chains[].direct; each NF hands "
+        "its packets to the next and wakes it at the end of its burst); *_mgr figures: the same "
+        "chains with every hop through the manager. The generator runs on the manager's core "
+        "(core 0) with rx and tx; all NFs share core 1."
+        + (f" chain_priority {prio}: hop i of a chain runs at SCHED_RR {prio} + i." if prio else "")
+    )
 
-    for n, pt in points.items():
-        ctx.summary[f"mpps_ndr_{n}nf_{size}"] = rounded(pt.mpps("ndr")["median"])
-        ctx.summary[f"mpps_pdr_{n}nf_{size}"] = rounded(pt.mpps("pdr")["median"])
-        if 0.5 in pt.latency:
-            ctx.summary[f"p50_us_{n}nf_half_pdr"] = rounded(pt.lat_us(0.5)["median"], 2)
-            ctx.summary[f"p99_us_{n}nf_half_pdr"] = rounded(pt.lat_us(0.5, "p99_ns")["median"], 2)
-    first = lengths[0]
-    base = points[first].mpps("pdr")["median"]
-    if base > 0:
-        # (issue 17: any stall of the NF core overflows a ring at rates far
-        # below the PDR, so no-loss rates sit far below it)
-        ctx.summary[f"ratio_ndr_vs_pdr_{first}nf"] = rounded(
-            points[first].mpps("ndr")["median"] / base
-        )
-    for n in lengths[1:]:
-        if base > 0:
-            ctx.summary[f"ratio_{n}nf_vs_{first}nf_pdr"] = rounded(
-                points[n].mpps("pdr")["median"] / base
-            )
 
+def figures(
+    ctx: Context,
+    points: dict[tuple[str, int], Point],
+    lengths: list[int],
+    variants: list[str],
+    mix: mixes.Mix,
+) -> None:
     xs = list(lengths)
+
+    def key(v: str, n: int) -> tuple[str, int]:
+        return (v, n) if (v, n) in points else (variants[0], n)
+
     ser = []
-    for which, style in (("pdr", "-o"), ("ndr", ":s")):
-        sp = [points[n].mpps(which) for n in lengths]
-        ser.append(
-            Series(
-                f"Squall, {which.upper()}",
-                xs,
-                [s["median"] for s in sp],
-                [s["min"] for s in sp],
-                [s["max"] for s in sp],
-                style,
+    for i, v in enumerate(variants):
+        for which, style in (("pdr", "-o"), ("ndr", ":s")):
+            sp = [points[key(v, n)].mpps(which) for n in lengths]
+            ser.append(
+                Series(
+                    f"Squall {v}, {which.upper()}",
+                    xs,
+                    [s["median"] for s in sp],
+                    [s["min"] for s in sp],
+                    [s["max"] for s in sp],
+                    style,
+                    color=f"C{i}",
+                )
             )
-        )
     ctx.figure(
         Figure(
             "throughput",
@@ -100,50 +158,54 @@ def run(ctx: Context) -> None:
             yscale="log",
             caption=(
                 "1 NF = L3 forwarder; 2 = firewall, L3 forwarder; 3 = + L2 forwarder; "
-                "longer chains add L2 forwarders. Every NF sleeps when idle, all on core 1."
+                "longer chains add L2 forwarders. Every NF sleeps when idle, all on core 1. "
+                "direct: NF to NF; manager: every hop through the manager."
             ),
         )
     )
-    if all(0.5 in points[n].latency for n in lengths):
-        ser = []
-        for frac in method.lat_fracs:
-            for q, style in (("p50_ns", "-o"), ("p99_ns", "--^")):
-                sp = [points[n].lat_us(frac, q) for n in lengths]
-                ser.append(
-                    Series(
-                        f"{q[:3]} at {frac:.0%} of PDR",
-                        xs,
-                        [s["median"] for s in sp],
-                        [s["min"] for s in sp],
-                        [s["max"] for s in sp],
-                        style,
-                    )
+    if not all(0.5 in points[key(v, n)].latency for v in variants for n in lengths):
+        return
+    ser = []
+    for i, v in enumerate(variants):
+        for q, style in (("p50_ns", "-o"), ("p99_ns", "--^")):
+            sp = [points[key(v, n)].lat_us(0.5, q) for n in lengths]
+            ser.append(
+                Series(
+                    f"Squall {v}, {q[:3]}",
+                    xs,
+                    [s["median"] for s in sp],
+                    [s["min"] for s in sp],
+                    [s["max"] for s in sp],
+                    style,
+                    color=f"C{i}",
                 )
-        ctx.figure(
-            Figure(
-                "latency",
-                "rx-to-tx latency against chain length, at fractions of each chain's PDR",
-                "NFs in the chain",
-                "latency (us)",
-                ser,
-                xscale="log",
-                yscale="log",
             )
+    if 10 in lengths:
+        ser.append(Series("target: p50 <= 100 us at 10 NFs", [10], [100.0], style="k*"))
+    ctx.figure(
+        Figure(
+            "latency",
+            "rx-to-tx latency against chain length, at half of each chain's PDR",
+            "NFs in the chain",
+            "latency (us)",
+            ser,
+            xscale="log",
+            yscale="log",
         )
-    ctx.note(
-        "The generator runs on the manager's core (core 0) with rx and tx; all NFs share core 1."
     )
 
 
 EXPERIMENT = Experiment(
     name="chain_length",
-    title="Chains of 1, 2, 3, 10 and 50 NFs: throughput and latency",
-    seed="seed 002 §4.3, Fig. 3, and §5.2, Fig. 6 (latency at fractions of PDR)",
+    title="Chains of 1, 2, 3, 10 and 50 NFs, direct and through the manager",
+    seed="seed 002 §4.3, Fig. 3, and §5.2, Fig. 6 (latency at fractions of PDR); issue 17",
     about=(
         "Chains as in the seed: 1 NF = L3 forwarder, 2 = firewall then L3 forwarder, "
         "3 = the same then an L2 forwarder; 10 and 50 add L2 forwarders. All NFs sleep when "
-        "idle and share core 1. NDR and PDR by rate search with 64 B frames over 1024 flows, "
-        "then rx-to-tx latency at 10%, 50% and 90% of each chain's PDR; 3 repetitions."
+        "idle and share core 1. Each chain of two NFs or more twice: direct (NF to NF, "
+        "chains[].direct) and with every hop through the manager (*_mgr figures). NDR and PDR "
+        "by rate search with 64 B frames over 1024 flows, then rx-to-tx latency at 10%, 50% "
+        "and 90% of each chain's PDR; the cases interleaved, 3 repetitions."
     ),
     run=run,
     summary_keys=tuple(
@@ -151,5 +213,10 @@ EXPERIMENT = Experiment(
         for n in LENGTHS
         for k in (f"mpps_ndr_{n}nf_64b", f"mpps_pdr_{n}nf_64b", f"p50_us_{n}nf_half_pdr")
     ),
-    full_minutes=25,
+    targets={
+        "p50_us_10nf_half_pdr": "<= 100",
+        "ratio_10nf_vs_1nf_pdr": ">= 0.5",
+        "ratio_1nf_pdr_vs_baseline": ">= 0.95",
+    },
+    full_minutes=45,
 )

@@ -11,11 +11,30 @@ from squall.bench import netns, targets
 from squall.bench.experiment import Context, Experiment, Figure, Series, rounded, spread
 from squall.bench.manager import BenchError
 
-# name -> (NF kinds of the chain, port kind)
-SQUALL_SYSTEMS = {
-    "squall": (["fwd"], "af_packet"),
-    "squall-xdp": (["fwd"], "af_xdp"),
-    "squall-chain3": (["firewall", "l3fwd", "fwd"], "af_packet"),
+# af_xdp's preferred busy polling (its default busy_budget, 64) makes every
+# empty rx poll a recvfrom(); off, the manager polls its rings alone and, idle,
+# sleeps: measured best here on iperf3 and wrk (issue 17; see the variants).
+XDP_TUNED = ",busy_budget=0"
+CHAIN3 = ["firewall", "l3fwd", "fwd"]
+# name -> Squall's keyword arguments (targets.Squall): "squall" is the
+# default a user gets (examples/demo.yaml), the rest one change each from it.
+SQUALL_SYSTEMS: dict[str, dict[str, Any]] = {
+    "squall": {"kinds": ["fwd"], "port_kind": "af_xdp", "xdp_args": XDP_TUNED},
+    "squall-poll": {
+        "kinds": ["fwd"],
+        "port_kind": "af_xdp",
+        "xdp_args": XDP_TUNED,
+        "manager": {"idle_sleep_max_us": 0},
+    },
+    "squall-busypoll": {"kinds": ["fwd"], "port_kind": "af_xdp"},
+    "squall-af_packet": {"kinds": ["fwd"], "port_kind": "af_packet"},
+    "squall-chain3": {
+        "kinds": CHAIN3,
+        "port_kind": "af_xdp",
+        "xdp_args": XDP_TUNED,
+        "direct": True,
+    },
+    "squall-chain3-mgr": {"kinds": CHAIN3, "port_kind": "af_xdp", "xdp_args": XDP_TUNED},
 }
 TOOLS = ["iperf3", "wrk", "ping", "ss"]
 
@@ -90,14 +109,12 @@ def run(ctx: Context) -> None:
     if why_no_peers:
         ctx.unavailable["peers"] = why_no_peers
     by_name: dict[str, Any] = {}
-    for sname, (kinds, port_kind) in SQUALL_SYSTEMS.items():
-        by_name[sname] = targets.Squall(
-            ctx.workdir, ctx.manager_name(), kinds, name=sname, port_kind=port_kind
-        )
+    for sname, kw in SQUALL_SYSTEMS.items():
+        by_name[sname] = targets.Squall(ctx.workdir, ctx.manager_name(), name=sname, **kw)
     for p in peers:
         by_name[p.name] = p
     default = (
-        ["squall", *[p.name for p in peers]]
+        ["squall", "squall-chain3", *[p.name for p in peers]]
         if ctx.quick
         else [*SQUALL_SYSTEMS, *[p.name for p in peers]]
     )
@@ -155,6 +172,22 @@ def run(ctx: Context) -> None:
         if sname != "squall":
             ctx.summary[f"ratio_iperf3_{s}_vs_squall"] = rounded(g / sq_gbps) if sq_gbps else None
             ctx.summary[f"ratio_wrk_{s}_vs_squall"] = rounded(q / sq_rps) if sq_rps else None
+    # Issue 17's figures: Squall over its peers (the 1-NF and 3-NF chains).
+    for mine, peer in (
+        ("squall", "ovs-dpdk"),
+        ("squall-chain3", "ovs-dpdk"),
+        ("squall-chain3", "kernel-nft-chain"),
+        ("squall", "kernel-bridge"),
+    ):
+        if mine not in res or peer not in res:
+            continue
+        a, b = _slug(mine), _slug(peer)
+        for tool, key in (("iperf3", "gbps"), ("wrk", "rps")):
+            num, den = spread(res[mine][key])["median"], spread(res[peer][key])["median"]
+            ctx.summary[f"ratio_{tool}_{a}_vs_{b}"] = rounded(num / den) if den else None
+        ctx.summary[f"ratio_p99_wrk_{a}_vs_{b}"] = rounded(
+            spread(res[mine]["p99_us"])["median"] / spread(res[peer]["p99_us"])["median"]
+        )
 
     names = list(res)
     for key, unit, fid, title in (
@@ -183,10 +216,15 @@ def run(ctx: Context) -> None:
             )
         )
     ctx.note(
-        "squall: af_packet ports, one squall-nf-fwd in sleep mode; squall-xdp: af_xdp ports; "
-        "squall-chain3: firewall, L3 forwarder (routes by the two hosts' addresses), L2 "
-        "forwarder. The manager polls on core 0 and the NFs run on core 1; iperf3, wrk and the "
-        "servers share both cores with them."
+        "squall: af_xdp ports (busy_budget=0), one squall-nf-fwd in sleep mode, the manager "
+        "asleep when idle (idle_sleep_max_us 1000, the default); squall-poll: the same with "
+        "the manager's busy poll (idle_sleep_max_us 0: Squall before issue 17); "
+        "squall-busypoll: af_xdp's default preferred busy polling (busy_budget 64); "
+        "squall-af_packet: af_packet ports; squall-chain3: firewall, L3 forwarder (routes by "
+        "the two hosts' addresses), L2 forwarder as a direct chain (NF to NF); "
+        "squall-chain3-mgr: the same chain through the manager at every hop. The manager runs "
+        "on core 0 and the NFs on core 1; iperf3, wrk and the servers share both cores with "
+        "them."
     )
 
 
@@ -197,14 +235,24 @@ EXPERIMENT = Experiment(
     about=(
         "scripts/netns.sh makes ns client (10.77.0.1) and ns server (10.77.0.2), joined only "
         "through sq-c1 and sq-s1 in the root namespace. Each system in turn joins those two "
-        "ends: Squall (squall-mgr with af_packet ports and a chain), then the peers of "
+        "ends: Squall (squall-mgr with af_xdp ports and a 1-NF chain, and variants one change "
+        "each from it; a 3-NF chain direct and through the manager), then the peers of "
         "squall.bench.peers (a Linux bridge, a chain of 3 nftables namespaces, Open vSwitch "
         "with DPDK); one that cannot run here is listed with the exact reason. Through each: "
         "iperf3 (one TCP stream, 5 s) and wrk (16 connections, 5 s) against nginx with one "
-        "worker serving 1 KiB; 3 repetitions; ratios are peer / Squall."
+        "worker serving 1 KiB; 3 repetitions; ratio_X_vs_squall are peer / Squall, "
+        "ratio_T_squall_vs_P (issue 17's) Squall / peer."
     ),
     run=run,
     summary_keys=("gbps_iperf3_squall", "rps_wrk_squall"),
+    targets={
+        "ratio_iperf3_squall_vs_ovs_dpdk": ">= 1.0",
+        "ratio_wrk_squall_vs_ovs_dpdk": ">= 1.0",
+        "ratio_iperf3_squall_chain3_vs_ovs_dpdk": ">= 1.0",
+        "ratio_wrk_squall_chain3_vs_ovs_dpdk": ">= 1.0",
+        "ratio_p99_wrk_squall_vs_ovs_dpdk": "<= 1.0",
+        "ratio_iperf3_squall_chain3_vs_kernel_nft_chain": ">= 1.0",
+    },
     needs_root=True,
     needs_generator=False,
     uses_systems=True,

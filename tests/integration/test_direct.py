@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pcaps
 import pytest
+import yaml
 from conftest import Manager, pid_is_alive
+from squall.bench.config import to_yaml
 
 N_PKTS = 1000
 HOPS = ("s1", "s2", "s3")
@@ -185,14 +188,52 @@ def test_a_direct_chain_round_trips_and_is_refused_changes_while_running(
     same.write_text(text)
     r = squallctl(mgr, "apply", str(same))
     assert r.returncode == 0 and r.stdout.strip() == "no change", (r.stdout, r.stderr)
-    for old, new in (("direct: true", "direct: false"), ("instances: 2", "instances: 1")):
-        changed = tmp_path / "changed.yaml"
-        changed.write_text(text.replace(old, new, 1))
+    undirected = yaml.safe_load(text)
+    undirected["chains"][0]["direct"] = False
+    shrunk = yaml.safe_load(text)
+    shrunk["services"][0].update(instances=1, pool_idle=1)
+    for i, cfg in enumerate((undirected, shrunk)):
+        changed = tmp_path / f"changed{i}.yaml"
+        changed.write_text(to_yaml(cfg))
         r = squallctl(mgr, "apply", str(changed))
-        assert r.returncode == 2, (old, r.stdout, r.stderr)
+        assert r.returncode == 2, (i, r.stdout, r.stderr)
         assert 'chain "c" is direct' in r.stderr, r.stderr
     assert get_config(mgr) == text
     tx = mgr.chains()["c"]["tx_pkts"]
     mgr.wait_for(lambda: mgr.chains()["c"]["tx_pkts"] > tx + 1000, 15, "the lanes still carry")
     mgr.query("/squall/gen_rate,0")
     mgr.finish()
+
+
+def test_a_capture_at_a_direct_hop_sees_every_packet(mgr: Manager, tmp_path: Path) -> None:
+    """A capture of what hop 1 receives turns hop 0's hand-over off while it
+    runs: the manager carries those packets and copies each one (tshark reads
+    them, byte for byte); hop 1 still hands its own to hop 2 directly."""
+    from test_capture import Feed, end_clean, squallctl, tshark_frames, wait_running
+
+    frames = pcaps.good_frames(N_PKTS, [pcaps.mac(1)])
+    feed = Feed(tmp_path)
+    out_pcap = tmp_path / "out.pcap"
+    mgr.start(pcap_config(mgr, feed.fifo, out_pcap, direct=True))
+    path = tmp_path / "hop1.pcapng"
+    cap = squallctl(
+        mgr.name,
+        "capture",
+        *("--chain", "c", "--hop", "1", "--dir", "in", "-c", str(N_PKTS), "-w", str(path)),
+        stderr=subprocess.PIPE,
+    )
+    wait_running(mgr, 1)
+    assert mgr.nfs()["s1#0"]["direct"] == 1
+    assert feed.send(frames) == frames
+    mgr.wait_port_tx("out", N_PKTS)
+    _, err = cap.communicate(timeout=30)
+    assert cap.returncode == 0, err.decode()
+    assert tshark_frames(path, tmp_path) == frames
+    nfs = mgr.nfs()
+    s1, s2, s3 = (nfs[f"{s}#0"] for s in HOPS)
+    assert s1["direct_tx_pkts"] == 0 and s2["given_pkts"] == N_PKTS, (s1, s2)
+    assert s2["direct_tx_pkts"] + s2["direct_full_pkts"] == N_PKTS, s2
+    assert s3["direct_rx_pkts"] == s2["direct_tx_pkts"] > 0, s3
+    ex = end_clean(mgr)
+    assert pcaps.read_pcap(out_pcap) == frames
+    assert ex["chains"]["c"]["tx_pkts"] == N_PKTS

@@ -55,10 +55,14 @@ class Manager:
         self.log_path = workdir / f"{self.name}.log"
         self.config_text = to_yaml(cfg)
         self.config_path.write_text(self.config_text)
+        # Another build's manager starts that build's NFs (its region ABI).
+        nf_dir = mgr_bin.parent.parent / "nfs"
+        if mgr_bin == MGR_BIN or not nf_dir.is_dir():
+            nf_dir = NF_DIR
         self.cmd = [
             str(mgr_bin),
             "--nf-path",
-            str(NF_DIR),
+            str(nf_dir),
             "-q",
             "--exit-stats",
             str(self.exit_stats_path),

@@ -50,6 +50,9 @@ class Squall:
         name: str = "squall",
         port_kind: str = "af_packet",
         mode: str = "sleep",
+        xdp_args: str = "",
+        direct: bool = False,
+        manager: dict[str, Any] | None = None,
     ) -> None:
         self.name = name
         self.workdir = workdir
@@ -57,14 +60,26 @@ class Squall:
         self.kinds = list(kinds)
         self.port_kind = port_kind
         self.mode = mode
+        self.xdp_args = xdp_args  # appended to the af_xdp devargs: ",busy_budget=0"
+        self.direct = direct  # a direct chain (NF to NF, mgr/lane.h)
+        self.manager_keys = dict(manager or {})  # manager: keys over the defaults
         self.manager: Manager | None = None
 
     def describe(self) -> str:
-        return f"squall-mgr, {self.port_kind} ports, chain {' -> '.join(self.kinds)} ({self.mode})"
+        extra = [
+            *([self.xdp_args.lstrip(",")] if self.xdp_args else []),
+            *(["direct"] if self.direct else []),
+            *(f"{k}={v}" for k, v in self.manager_keys.items()),
+        ]
+        return (
+            f"squall-mgr, {self.port_kind} ports, chain {' -> '.join(self.kinds)} ({self.mode}"
+            + "".join(f", {e}" for e in extra)
+            + ")"
+        )
 
     def config(self) -> dict[str, Any]:
         def devargs(i: int, iface: str) -> list[str]:
-            xdp = f"net_af_xdp{i},iface={iface},start_queue=0,queue_count=1"
+            xdp = f"net_af_xdp{i},iface={iface},start_queue=0,queue_count=1{self.xdp_args}"
             pkt = f"net_af_packet{i},iface={iface}"
             return [xdp, pkt] if self.port_kind == "af_xdp" else [pkt]
 
@@ -83,11 +98,18 @@ class Squall:
                 {"name": "server", "devargs": devargs(1, SERVER_END)},
             ],
             services=services,
-            chains=[{"name": "c", "services": [s.name for s in services]}],
+            chains=[
+                {
+                    "name": "c",
+                    "services": [s.name for s in services],
+                    **({"direct": True} if self.direct and len(services) > 1 else {}),
+                }
+            ],
             rules=[
                 {"in_port": "client", "chain": "c", "out_port": "server"},
                 {"in_port": "server", "chain": "c", "out_port": "client"},
             ],
+            **self.manager_keys,
         )
 
     def unavailable(self) -> str | None:
