@@ -13,6 +13,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdalign.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -24,11 +25,13 @@
 #define LB_NAME_LEN 24 /* "255.255.255.255:65535" */
 
 struct lb_backend {
-	uint32_t addr; /* host byte order */
+	/* canonical ADDR:PORT: decides its Maglev permutation. Aligned:
+	 * rte_jhash() reads it 4 bytes at a time. */
+	alignas(8) char name[LB_NAME_LEN];
+	uint64_t conns; /* new connections it got */
+	uint32_t addr;  /* host byte order */
 	uint16_t port;
-	bool live;              /* in the Maglev table: gets new connections */
-	char name[LB_NAME_LEN]; /* canonical ADDR:PORT: decides its Maglev permutation */
-	uint64_t conns;         /* new connections it got */
+	bool live; /* in the Maglev table: gets new connections */
 };
 
 struct lb_backends {
