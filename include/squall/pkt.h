@@ -92,4 +92,23 @@ sq_pkt_ipv4(struct rte_mbuf *pkt)
 	return rte_pktmbuf_mtod_offset(pkt, struct rte_ipv4_hdr *, pkt->l2_len);
 }
 
+struct rte_ipv6_hdr;
+
+/* The packet's IPv6 header, after any VLAN or QinQ tags, or NULL if it is
+ * not IPv6: sq_pkt_ipv4()'s twin, from the same parse results. The manager
+ * drops an IPv6 frame it cannot read (drop cause ipv6_header), so a header
+ * this returns is readable: its 40 bytes and the extension headers DPDK
+ * walked (hop-by-hop, routing, destination options, up to and including a
+ * fragment header: l3_len bytes from l2_len in all) lie in the first
+ * segment, and its payload length does not reach past the frame. What
+ * follows the extension headers (the upper-layer header, or AH, which DPDK
+ * does not walk) is the NF's to check against rte_pktmbuf_data_len(). */
+static inline struct rte_ipv6_hdr *
+sq_pkt_ipv6(struct rte_mbuf *pkt)
+{
+	if (!RTE_ETH_IS_IPV6_HDR(pkt->packet_type) || pkt->data_len < pkt->l2_len + 40u)
+		return NULL;
+	return rte_pktmbuf_mtod_offset(pkt, struct rte_ipv6_hdr *, pkt->l2_len);
+}
+
 #endif /* SQUALL_PKT_H */

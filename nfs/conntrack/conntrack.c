@@ -226,8 +226,7 @@ conntrack_one(struct conntrack *ct, struct rte_mbuf *pkt, uint64_t now_ms, uint6
 	struct ct_pkt p;
 	int ret;
 
-	ret = ct_parse(rte_pktmbuf_mtod(pkt, const uint8_t *), rte_pktmbuf_data_len(pkt),
-		       zone_of(ct, m), &p, &h);
+	ret = ct_parse_pkt(pkt, zone_of(ct, m), &p, &h);
 	if (unlikely(ret != 0)) {
 		if (ret == CT_PARSE_NOT_IP || ret == CT_PARSE_UNTRACKED) {
 			ctr[C_UNTRACKED]++;

@@ -1,9 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause
- * From a frame to the struct ct_pkt of ct.h: Ethernet (up to two VLAN
- * tags), IPv4 or IPv6 (walking hop-by-hop, routing, destination options and
- * AH headers), TCP, UDP, SCTP, ICMP and ICMPv6 (with an error's quoted
- * packet). Every length is checked against the frame; the stateful NFs share
- * it, and tests/unit/test_conntrack.c feeds it odd packets.
+ * From a frame to the struct ct_pkt of ct.h: IPv4 or IPv6 (walking
+ * hop-by-hop, routing, destination options and AH headers), TCP, UDP, SCTP,
+ * ICMP and ICMPv6 (with an error's quoted packet). Every length is checked
+ * against the frame; the stateful NFs share it, and
+ * tests/unit/test_conntrack.c feeds it odd packets.
+ *
+ * The NFs start at the IP header the manager's parse found (ct_parse_pkt():
+ * sq_pkt_ipv4/sq_pkt_ipv6, after any number of VLAN tags it walked), not at
+ * an EtherType of their own reading: a third tag would otherwise hide an IP
+ * packet as "not IP", past every security group. ct_parse() reads the
+ * Ethernet header itself (up to two tags), for tests on bare frames.
  */
 #ifndef SQUALL_NFS_CONNTRACK_CT_PARSE_H
 #define SQUALL_NFS_CONNTRACK_CT_PARSE_H
@@ -11,6 +17,8 @@
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
+
+#include <squall/pkt.h>
 
 #include "ct.h"
 
@@ -179,35 +187,24 @@ ct_tcp_options(const uint8_t *opt, uint32_t len, struct ct_pkt *p)
 }
 
 /**
- * Fill @p p (and @p h) from the frame at @p frame, @p len bytes, in zone
- * @p zone.
- * @return 0; CT_PARSE_NOT_IP; CT_PARSE_UNTRACKED (IPv6 ND, MLD); CT_PARSE_BAD for a truncated frame, a bad IHL,
- *   an IP length beyond the frame, a truncated TCP/UDP/ICMP header or a
- *   TCP data offset below 5 or beyond the packet; CT_PARSE_FRAGMENT.
+ * Fill @p p (and @p h) from the IP packet at @p frame + @p off (IPv6 if
+ * @p v6), the frame @p len bytes long, in zone @p zone.
+ * @return 0; CT_PARSE_UNTRACKED (IPv6 ND, MLD); CT_PARSE_BAD for a truncated
+ *   frame, a bad IHL, an IP length beyond the frame, a truncated
+ *   TCP/UDP/ICMP header or a TCP data offset below 5 or beyond the packet;
+ *   CT_PARSE_FRAGMENT.
  */
 static inline int
-ct_parse(const uint8_t *frame, uint32_t len, uint16_t zone, struct ct_pkt *p, struct ct_hdrs *h)
+ct_parse_l3(const uint8_t *frame, uint32_t len, uint32_t off, bool v6, uint16_t zone,
+	    struct ct_pkt *p, struct ct_hdrs *h)
 {
-	uint32_t off = 12, l4_off, l4_len, doff, ioff, ilen;
+	uint32_t l4_off, l4_len, doff, ioff, ilen;
 	const uint8_t *l4;
-	uint16_t et;
-	bool v6;
-	int ret, tags;
+	int ret;
 
 	memset(p, 0, sizeof(*p));
-	if (len < 14)
+	if (off > len)
 		return CT_PARSE_BAD;
-	et = ct_rd16(frame + off);
-	for (tags = 0; tags < 2 && (et == CT_ETH_VLAN || et == CT_ETH_QINQ); tags++) {
-		off += 4;
-		if (off + 2 > len)
-			return CT_PARSE_BAD;
-		et = ct_rd16(frame + off);
-	}
-	if (et != CT_ETH_IPV4 && et != CT_ETH_IPV6)
-		return CT_PARSE_NOT_IP;
-	off += 2;
-	v6 = et == CT_ETH_IPV6;
 	ret = ct_parse_ip(frame + off, len - off, v6, &p->key, &l4_off, &l4_len, false);
 	if (ret != 0)
 		return ret;
@@ -278,6 +275,54 @@ ct_parse(const uint8_t *frame, uint32_t len, uint16_t zone, struct ct_pkt *p, st
 		return 0;
 	default: return 0;
 	}
+}
+
+/**
+ * Fill @p p (and @p h) from the frame at @p frame, @p len bytes, in zone
+ * @p zone, reading its Ethernet header and up to two VLAN tags.
+ * @return as ct_parse_l3(), or CT_PARSE_NOT_IP.
+ */
+static inline int
+ct_parse(const uint8_t *frame, uint32_t len, uint16_t zone, struct ct_pkt *p, struct ct_hdrs *h)
+{
+	uint32_t off = 12;
+	uint16_t et;
+	int tags;
+
+	memset(p, 0, sizeof(*p));
+	if (len < 14)
+		return CT_PARSE_BAD;
+	et = ct_rd16(frame + off);
+	for (tags = 0; tags < 2 && (et == CT_ETH_VLAN || et == CT_ETH_QINQ); tags++) {
+		off += 4;
+		if (off + 2 > len)
+			return CT_PARSE_BAD;
+		et = ct_rd16(frame + off);
+	}
+	if (et != CT_ETH_IPV4 && et != CT_ETH_IPV6)
+		return CT_PARSE_NOT_IP;
+	return ct_parse_l3(frame, len, off + 2, et == CT_ETH_IPV6, zone, p, h);
+}
+
+/**
+ * ct_parse() for a packet the manager parsed: its IP header where the
+ * manager found it (sq_pkt_ipv4(), sq_pkt_ipv6(): after any VLAN tags).
+ * @return as ct_parse().
+ */
+static inline int
+ct_parse_pkt(struct rte_mbuf *pkt, uint16_t zone, struct ct_pkt *p, struct ct_hdrs *h)
+{
+	bool v6 = false;
+
+	if (sq_pkt_ipv4(pkt) == NULL) {
+		if (sq_pkt_ipv6(pkt) == NULL) {
+			memset(p, 0, sizeof(*p));
+			return CT_PARSE_NOT_IP;
+		}
+		v6 = true;
+	}
+	return ct_parse_l3(rte_pktmbuf_mtod(pkt, const uint8_t *), rte_pktmbuf_data_len(pkt),
+			   pkt->l2_len, v6, zone, p, h);
 }
 
 #endif /* SQUALL_NFS_CONNTRACK_CT_PARSE_H */

@@ -190,7 +190,7 @@ dpi_one(struct dpi *d, struct rte_mbuf *pkt, uint64_t now_ms, uint64_t *rule_ctr
 	struct ct_pkt p;
 	int ret, best = -1;
 
-	ret = ct_parse(frame, rte_pktmbuf_data_len(pkt), 0, &p, &h);
+	ret = ct_parse_pkt(pkt, 0, &p, &h);
 	if (ret == CT_PARSE_NOT_IP || ret == CT_PARSE_UNTRACKED)
 		return SQ_NEXT;
 	if (unlikely(ret != 0)) {

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause
- * squall-nf-firewall: a 5-tuple packet filter. The first rule that matches
- * (rules.h) allows the packet on along its chain or denies it (verdict
- * DROP); a packet no rule matches gets the default action (allow). A frame
- * that is not IPv4 (the rules cannot judge it) gets --non-ipv4 (deny), a
- * malformed IPv4 packet is denied.
+ * squall-nf-firewall: a 5-tuple packet filter for IPv4 and IPv6. The first
+ * rule that matches (rules.h) allows the packet on along its chain or
+ * denies it (verdict DROP); a packet no rule matches gets the default
+ * action (allow). A frame that is neither IPv4 nor IPv6 (the rules cannot
+ * judge it) gets --non-ip (deny), a malformed IP packet is denied.
  */
 #include <getopt.h>
 #include <stdbool.h>
@@ -29,35 +29,43 @@ struct firewall {
 	int allowed_ctr;
 	int denied_ctr;
 	int no_match_ctr;
-	int not_ipv4_ctr;
+	int not_ip_ctr;
 	int malformed_ctr;
-	enum fw_action non_ipv4; /* for frames that are not IPv4 */
+	int ipv6_ctr;
+	enum fw_action non_ip; /* for frames that are neither IPv4 nor IPv6 */
 };
 
 static void
 usage(FILE *f)
 {
 	fprintf(f, "Usage: " NF_NAME " [--rule RULE]... [--rules FILE] [--default allow|deny]\n"
-		   "       [--non-ipv4 allow|deny]\n"
-		   "Filter packets on their 5-tuple. The first rule that matches decides:\n"
-		   "allow passes the packet on along its chain, deny drops it (verdict DROP).\n"
-		   "An IPv4 packet no rule matches gets the default action; a frame that is\n"
-		   "not IPv4 (ARP, IPv6, ...) gets the --non-ipv4 action; a malformed IPv4\n"
-		   "packet (lengths inconsistent, too short for its ports) is denied.\n"
+		   "       [--non-ip allow|deny]\n"
+		   "Filter IPv4 and IPv6 packets on their 5-tuple. The first rule that matches\n"
+		   "decides: allow passes the packet on along its chain, deny drops it (verdict\n"
+		   "DROP). A packet no rule matches gets the default action; a frame that is\n"
+		   "neither IPv4 nor IPv6 (ARP, ...) gets the --non-ip action; a malformed IP\n"
+		   "packet (lengths inconsistent, an IPv6 extension header cut off, too short\n"
+		   "for its ports) is denied.\n"
 		   "Counters: allowed, denied (every packet is in exactly one), no_match (of\n"
-		   "those, how many got the default), not_ipv4, malformed.\n"
+		   "those, how many got the default), not_ip, malformed, ipv6 (IPv6 packets\n"
+		   "judged by the rules).\n"
 		   "\n"
 		   "  --rule RULE       append RULE: allow|deny, then any of src=PREFIX,\n"
-		   "                    dst=PREFIX, proto=tcp|udp|icmp|sctp|N, sport=N[-M],\n"
-		   "                    dport=N[-M], separated by commas or blanks, e.g.\n"
-		   "                    \"deny,src=10.0.0.0/8,proto=tcp,dport=22\". Rules with\n"
-		   "                    ports match only TCP, UDP and SCTP.\n"
+		   "                    dst=PREFIX, proto=tcp|udp|icmp|icmpv6|sctp|N,\n"
+		   "                    sport=N[-M], dport=N[-M], family=ipv4|ipv6, separated\n"
+		   "                    by commas or blanks, e.g. \"deny,src=10.0.0.0/8,proto=\n"
+		   "                    tcp,dport=22\" or \"allow,dst=fd00::/64,proto=udp\".\n"
+		   "                    A PREFIX is IPv4 or IPv6; a rule with an IPv4 prefix\n"
+		   "                    (or family=ipv4) matches IPv4 only, with an IPv6 one\n"
+		   "                    IPv6 only, with none both. IPv6 is matched on its\n"
+		   "                    upper-layer protocol, after its extension headers.\n"
+		   "                    Rules with ports match only TCP, UDP and SCTP.\n"
 		   "  --rules FILE      append the rules in FILE, one per line; blank lines\n"
 		   "                    and # comments skipped\n"
-		   "  --default ACTION  for IPv4 packets no rule matches (default: allow)\n"
-		   "  --non-ipv4 ACTION for frames that are not IPv4, which no rule can\n"
-		   "                    judge (default: deny; allow to pass ARP or "
-		   "IPv6)\n" NF_OPT_COMMON_HELP);
+		   "  --default ACTION  for IP packets no rule matches (default: allow)\n"
+		   "  --non-ip ACTION   for frames that are neither IPv4 nor IPv6, which no\n"
+		   "                    rule can judge (default: deny; allow to pass ARP);\n"
+		   "                    --non-ipv4 is its old name\n" NF_OPT_COMMON_HELP);
 }
 
 static int
@@ -115,32 +123,44 @@ parse_action(const char *opt, const char *s, enum fw_action *action)
 	return 0;
 }
 
+/* The rules' verdict on an IP packet, or FW_DENY for a malformed one. */
+static inline enum fw_action
+judge(struct firewall *fw, const struct fw_key *key, int key_ret)
+{
+	int idx;
+
+	if (unlikely(key_ret < 0)) {
+		sq_nf_counter_add(fw->nf, fw->malformed_ctr, 1);
+		return FW_DENY;
+	}
+	idx = fw_match(&fw->rules, key);
+	if (idx >= 0)
+		return fw->rules.rule[idx].action;
+	sq_nf_counter_add(fw->nf, fw->no_match_ctr, 1);
+	return fw->rules.dflt;
+}
+
 static sq_verdict_t
 firewall_pkt(struct rte_mbuf *pkt, void *arg)
 {
 	struct firewall *fw = arg;
 	const struct rte_ipv4_hdr *ip = sq_pkt_ipv4(pkt);
+	const struct rte_ipv6_hdr *ip6;
+	uint32_t len = rte_pktmbuf_data_len(pkt) - pkt->l2_len;
 	enum fw_action action;
 	struct fw_key key;
-	int idx;
 
-	/* sq_pkt_ipv4 looks past VLAN tags: a tag must not slip a frame past
-	 * the rules to the default action. */
-	if (unlikely(ip == NULL)) {
-		sq_nf_counter_add(fw->nf, fw->not_ipv4_ctr, 1);
-		action = fw->non_ipv4;
-	} else if (unlikely(fw_key_from_ipv4(ip, rte_pktmbuf_data_len(pkt) - pkt->l2_len, &key) <
-			    0)) {
-		sq_nf_counter_add(fw->nf, fw->malformed_ctr, 1);
-		action = FW_DENY;
+	/* sq_pkt_ipv4/6 look past VLAN tags, where the manager's parse found
+	 * the IP header: a tag must not slip a frame past the rules to the
+	 * default action. */
+	if (likely(ip != NULL)) {
+		action = judge(fw, &key, fw_key_from_ipv4(ip, len, &key));
+	} else if ((ip6 = sq_pkt_ipv6(pkt)) != NULL) {
+		sq_nf_counter_add(fw->nf, fw->ipv6_ctr, 1);
+		action = judge(fw, &key, fw_key_from_ipv6(ip6, len, &key));
 	} else {
-		idx = fw_match(&fw->rules, &key);
-		if (idx >= 0) {
-			action = fw->rules.rule[idx].action;
-		} else {
-			sq_nf_counter_add(fw->nf, fw->no_match_ctr, 1);
-			action = fw->rules.dflt;
-		}
+		sq_nf_counter_add(fw->nf, fw->not_ip_ctr, 1);
+		action = fw->non_ip;
 	}
 	if (action == FW_DENY) {
 		sq_nf_counter_add(fw->nf, fw->denied_ctr, 1);
@@ -157,11 +177,12 @@ main(int argc, char **argv)
 		{"rule", required_argument, NULL, 'r'},
 		{"rules", required_argument, NULL, 'f'},
 		{"default", required_argument, NULL, 'd'},
-		{"non-ipv4", required_argument, NULL, 'n'},
+		{"non-ip", required_argument, NULL, 'n'},
+		{"non-ipv4", required_argument, NULL, 'n'}, /* its old name */
 		NF_OPT_COMMON_LONGOPTS,
 		{NULL, 0, NULL, 0},
 	};
-	static struct firewall fw = {.rules = {.dflt = FW_ALLOW}, .non_ipv4 = FW_DENY};
+	static struct firewall fw = {.rules = {.dflt = FW_ALLOW}, .non_ip = FW_DENY};
 	struct sq_nf *nf;
 	int opt, ret;
 
@@ -180,7 +201,7 @@ main(int argc, char **argv)
 				return NF_EXIT_USAGE;
 			break;
 		case 'n':
-			if (parse_action("--non-ipv4", optarg, &fw.non_ipv4) < 0)
+			if (parse_action("--non-ip", optarg, &fw.non_ip) < 0)
 				return NF_EXIT_USAGE;
 			break;
 		case 'h': usage(stdout); return NF_EXIT_OK;
@@ -198,11 +219,12 @@ main(int argc, char **argv)
 	fw.allowed_ctr = sq_nf_counter_register(nf, "allowed");
 	fw.denied_ctr = sq_nf_counter_register(nf, "denied");
 	fw.no_match_ctr = sq_nf_counter_register(nf, "no_match");
-	fw.not_ipv4_ctr = sq_nf_counter_register(nf, "not_ipv4");
+	fw.not_ip_ctr = sq_nf_counter_register(nf, "not_ip");
 	fw.malformed_ctr = sq_nf_counter_register(nf, "malformed");
-	SQ_LOG(DEBUG, FIREWALL, "%u rules, default %s, non-ipv4 %s\n", fw.rules.n_rules,
+	fw.ipv6_ctr = sq_nf_counter_register(nf, "ipv6");
+	SQ_LOG(DEBUG, FIREWALL, "%u rules, default %s, non-ip %s\n", fw.rules.n_rules,
 	       fw.rules.dflt == FW_DENY ? "deny" : "allow",
-	       fw.non_ipv4 == FW_DENY ? "deny" : "allow");
+	       fw.non_ip == FW_DENY ? "deny" : "allow");
 	sq_nf_set_pkt_handler(nf, firewall_pkt, &fw);
 	return sq_nf_run(nf) < 0 ? NF_EXIT_FAIL : NF_EXIT_OK;
 }

@@ -1,12 +1,18 @@
 /* SPDX-License-Identifier: BSD-3-Clause
- * A small IPv4 longest-prefix-match table for squall-nf-l3fwd: a multibit
- * trie with four levels of 8-bit strides and controlled prefix expansion
- * (rte_lpm's tbl24/tbl8 idea with smaller first-level tables).
+ * Small longest-prefix-match tables for squall-nf-l3fwd, IPv4 and IPv6: a
+ * multibit trie with 8-bit strides and controlled prefix expansion
+ * (rte_lpm's tbl24/tbl8 idea with smaller first-level tables), four levels
+ * for an IPv4 address, sixteen for an IPv6 one. One table holds one family;
+ * the same code adds routes to both (an address is its bytes, most
+ * significant first).
  *
- * DPDK's rte_lpm needs EAL (rte_malloc); its DIR-24-8 first table alone is
- * 32 MiB, 300 times an idle NF's private memory. Here a table with R routes
- * costs at most 1 + 3R nodes of 1 KiB, and a lookup reads at most 4 entries
- * (1 for prefixes up to /8, 2 up to /16, ...).
+ * DPDK's rte_lpm and rte_lpm6 need EAL (rte_malloc); rte_lpm's DIR-24-8
+ * first table alone is 32 MiB, 300 times an idle NF's private memory. Here
+ * an IPv4 table with R routes costs at most 1 + 3R nodes of 1 KiB and a
+ * lookup reads at most 4 entries (1 for prefixes up to /8, 2 up to /16,
+ * ...); an IPv6 table at most 1 + 15R nodes (a /48 needs 5 of its own, a
+ * /64 7), and a lookup at most 16 entries, one per byte the longest prefix
+ * on its path reaches into.
  *
  * Header-only so tests/unit/test_l3fwd_lpm.c tests the very code the NF runs.
  * Not thread-safe: build the table, then look up from one thread.
@@ -24,19 +30,20 @@
 #define LPM_STRIDE_BITS 8
 #define LPM_NODE_SLOTS  (1u << LPM_STRIDE_BITS)
 #define LPM_LEVELS      (32 / LPM_STRIDE_BITS)
-#define LPM_MAX_NODES   (1u << 20) /* child index field width, and a sanity bound */
+#define LPM6_LEVELS     (128 / LPM_STRIDE_BITS)
+#define LPM_MAX_NODES   (1u << 20) /* within the value field, and a sanity bound */
 #define LPM_MAX_NH      0xffffu    /* next hops are port indexes */
 #define LPM_NH_NEXT     LPM_MAX_NH /* "next": the route says "on along the chain" */
 
-/* One slot: bit 31 valid, bit 30 the slot points to a child node, bits 24-29
- * the length of the prefix that wrote it (a longer one must not be
- * overwritten by a shorter one expanded over it), bits 0-23 the next hop or
+/* One slot: bit 31 valid, bit 30 the slot points to a child node, bits 22-29
+ * the length of the prefix that wrote it (0-128: a longer one must not be
+ * overwritten by a shorter one expanded over it), bits 0-21 the next hop or
  * the child's node index. */
 #define LPM_VALID       (1u << 31)
 #define LPM_CHILD       (1u << 30)
-#define LPM_DEPTH_SHIFT 24
-#define LPM_DEPTH_MASK  0x3fu
-#define LPM_VALUE_MASK  0xffffffu
+#define LPM_DEPTH_SHIFT 22
+#define LPM_DEPTH_MASK  0xffu
+#define LPM_VALUE_MASK  0x3fffffu
 
 struct lpm {
 	uint32_t (*nodes)[LPM_NODE_SLOTS]; /* nodes[0] is the root */
@@ -116,30 +123,26 @@ lpm_fill_subtree(struct lpm *lpm, uint32_t idx, unsigned int depth, uint32_t nh)
 	}
 }
 
-/**
- * Add route @p prefix/@p depth -> @p nh (host byte order). The bits of
- * @p prefix past @p depth are ignored. Adding a prefix again replaces its
- * next hop.
- *
- * @return 0, -EINVAL (depth > 32 or nh > LPM_MAX_NH), -ENOMEM, or -ENOSPC
- *   (more than LPM_MAX_NODES nodes).
- */
+/* Add @p key/@p depth -> @p nh to a table of @p levels levels: @p key is the
+ * address's bytes, most significant first. */
 static inline int
-lpm_add(struct lpm *lpm, uint32_t prefix, unsigned int depth, uint32_t nh)
+lpm_add_bytes(struct lpm *lpm, const uint8_t *key, unsigned int levels, unsigned int depth,
+	      uint32_t nh)
 {
-	unsigned int level, shift, span_bits;
+	unsigned int level, span_bits, keep;
 	uint32_t node = 0, first, n, i, slot;
 	int64_t child;
 
-	if (depth > 32 || nh > LPM_MAX_NH)
+	if (depth > levels * LPM_STRIDE_BITS || nh > LPM_MAX_NH)
 		return -EINVAL;
-	prefix = depth == 0 ? 0 : prefix & ~(uint32_t)0 << (32 - depth);
-	for (level = 0; level < LPM_LEVELS; level++) {
-		shift = 32 - LPM_STRIDE_BITS * (level + 1);
-		first = prefix >> shift & (LPM_NODE_SLOTS - 1);
+	for (level = 0; level < levels; level++) {
+		first = key[level];
 		if (depth <= LPM_STRIDE_BITS * (level + 1)) {
-			/* The prefix ends in this node: expand it over its slots. */
-			span_bits = LPM_STRIDE_BITS * (level + 1) - depth;
+			/* The prefix ends in this node: expand it over its slots
+			 * (the byte's bits past the prefix ignored). */
+			keep = depth - LPM_STRIDE_BITS * level;
+			span_bits = LPM_STRIDE_BITS - keep;
+			first &= keep == 0 ? 0 : (LPM_NODE_SLOTS - 1) << span_bits & 0xff;
 			n = 1u << span_bits;
 			for (i = first; i < first + n; i++) {
 				slot = lpm->nodes[node][i];
@@ -161,7 +164,37 @@ lpm_add(struct lpm *lpm, uint32_t prefix, unsigned int depth, uint32_t nh)
 		}
 		node = slot & LPM_VALUE_MASK;
 	}
-	return -EINVAL; /* not reached: depth <= 32 ends in the last level */
+	return -EINVAL; /* not reached: depth <= 8 x levels ends in the last level */
+}
+
+/**
+ * Add route @p prefix/@p depth -> @p nh (host byte order) to an IPv4 table.
+ * The bits of @p prefix past @p depth are ignored. Adding a prefix again
+ * replaces its next hop.
+ *
+ * @return 0, -EINVAL (depth > 32 or nh > LPM_MAX_NH), -ENOMEM, or -ENOSPC
+ *   (more than LPM_MAX_NODES nodes).
+ */
+static inline int
+lpm_add(struct lpm *lpm, uint32_t prefix, unsigned int depth, uint32_t nh)
+{
+	const uint8_t key[4] = {(uint8_t)(prefix >> 24), (uint8_t)(prefix >> 16),
+				(uint8_t)(prefix >> 8), (uint8_t)prefix};
+
+	return lpm_add_bytes(lpm, key, LPM_LEVELS, depth, nh);
+}
+
+/**
+ * Add route @p prefix/@p depth -> @p nh to an IPv6 table (@p prefix in
+ * network byte order, as in the header). The bits past @p depth are
+ * ignored; adding a prefix again replaces its next hop.
+ *
+ * @return 0, -EINVAL (depth > 128 or nh > LPM_MAX_NH), -ENOMEM, or -ENOSPC.
+ */
+static inline int
+lpm6_add(struct lpm *lpm, const uint8_t prefix[16], unsigned int depth, uint32_t nh)
+{
+	return lpm_add_bytes(lpm, prefix, LPM6_LEVELS, depth, nh);
 }
 
 /**
@@ -182,49 +215,94 @@ lpm_lookup(const struct lpm *lpm, uint32_t addr)
 }
 
 /**
- * Parse "A.B.C.D/LEN" (LEN 0..32; "A.B.C.D" alone is a /32) into host byte
- * order. Bits past LEN must be zero ("10.0.0.1/8" is an error: a typo more
- * often than a wish).
+ * Look @p addr (network byte order, as in the header) up in an IPv6 table.
+ * @return the next hop of the longest matching prefix, or -ENOENT.
+ */
+static inline int
+lpm6_lookup(const struct lpm *lpm, const uint8_t addr[16])
+{
+	unsigned int level = 0;
+	uint32_t slot = lpm->nodes[0][addr[0]];
+
+	/* A child exists only under a prefix longer than its level, so the
+	 * walk ends by the 16th byte. */
+	while (slot & LPM_CHILD)
+		slot = lpm->nodes[slot & LPM_VALUE_MASK][addr[++level]];
+	return slot & LPM_VALID ? (int)(slot & LPM_VALUE_MASK) : -ENOENT;
+}
+
+/** A route as parsed: either family. */
+struct lpm_route {
+	int family;       /* AF_INET or AF_INET6 */
+	uint8_t addr[16]; /* network byte order; IPv4 in the first 4 bytes */
+	uint32_t v4;      /* IPv4: the address in host byte order */
+	unsigned int depth;
+	uint32_t nh;
+};
+
+/* The first @p depth bits of @p a (@p n_bytes long) and none past them? */
+static inline bool
+lpm_host_bits_zero(const uint8_t *a, unsigned int n_bytes, unsigned int depth)
+{
+	unsigned int i;
+
+	for (i = depth / 8; i < n_bytes; i++) {
+		uint8_t keep = i == depth / 8 ? (uint8_t)(0xff00 >> (depth % 8)) : 0;
+
+		if ((a[i] & (uint8_t)~keep) != 0)
+			return false;
+	}
+	return true;
+}
+
+/**
+ * Parse "A.B.C.D/LEN" (LEN 0..32) or an IPv6 "X:X::X/LEN" (LEN 0..128); an
+ * address without /LEN is a single host (/32, /128). Bits past LEN must be
+ * zero ("10.0.0.1/8" is an error: a typo more often than a wish).
  * @return 0 or -EINVAL.
  */
 static inline int
-lpm_parse_prefix(const char *s, uint32_t *prefix, unsigned int *depth)
+lpm_parse_prefix(const char *s, struct lpm_route *r)
 {
-	char addr[INET_ADDRSTRLEN];
+	char addr[INET6_ADDRSTRLEN];
 	const char *slash = strchr(s, '/');
 	size_t len = slash != NULL ? (size_t)(slash - s) : strlen(s);
-	unsigned long d = 32;
-	struct in_addr in;
+	unsigned long d, max;
 	char *end;
 
 	if (len == 0 || len >= sizeof(addr))
 		return -EINVAL;
 	memcpy(addr, s, len);
 	addr[len] = '\0';
-	if (inet_pton(AF_INET, addr, &in) != 1)
+	memset(r->addr, 0, sizeof(r->addr));
+	r->family = memchr(addr, ':', len) != NULL ? AF_INET6 : AF_INET;
+	if (inet_pton(r->family, addr, r->addr) != 1)
 		return -EINVAL;
+	max = r->family == AF_INET ? 32 : 128;
+	d = max;
 	if (slash != NULL) {
 		if (slash[1] < '0' || slash[1] > '9')
 			return -EINVAL;
 		d = strtoul(slash + 1, &end, 10);
-		if (*end != '\0' || d > 32)
+		if (*end != '\0' || d > max)
 			return -EINVAL;
 	}
-	*prefix = ntohl(in.s_addr);
-	*depth = (unsigned int)d;
-	if (d < 32 && (*prefix & ~(d == 0 ? 0 : ~(uint32_t)0 << (32 - d))) != 0)
+	r->depth = (unsigned int)d;
+	r->v4 = (uint32_t)r->addr[0] << 24 | (uint32_t)r->addr[1] << 16 |
+		(uint32_t)r->addr[2] << 8 | r->addr[3];
+	if (!lpm_host_bits_zero(r->addr, (unsigned int)max / 8, r->depth))
 		return -EINVAL;
 	return 0;
 }
 
 /**
- * Parse a route "A.B.C.D/LEN=PORT" (also "A.B.C.D/LEN PORT", as lines of a
- * routes file are written); PORT is a decimal below LPM_NH_NEXT, or "next"
- * (LPM_NH_NEXT).
+ * Parse a route "PREFIX/LEN=PORT" of either family (also "PREFIX/LEN PORT",
+ * as lines of a routes file are written); PORT is a decimal below
+ * LPM_NH_NEXT, or "next" (LPM_NH_NEXT).
  * @return 0 or -EINVAL.
  */
 static inline int
-lpm_parse_route(const char *s, uint32_t *prefix, unsigned int *depth, uint32_t *nh)
+lpm_parse_route(const char *s, struct lpm_route *r)
 {
 	char buf[64];
 	const char *sep = strpbrk(s, "= \t");
@@ -235,7 +313,7 @@ lpm_parse_route(const char *s, uint32_t *prefix, unsigned int *depth, uint32_t *
 		return -EINVAL;
 	memcpy(buf, s, (size_t)(sep - s));
 	buf[sep - s] = '\0';
-	if (lpm_parse_prefix(buf, prefix, depth) < 0)
+	if (lpm_parse_prefix(buf, r) < 0)
 		return -EINVAL;
 	while (*sep == '=' || *sep == ' ' || *sep == '\t')
 		sep++;
@@ -253,7 +331,7 @@ lpm_parse_route(const char *s, uint32_t *prefix, unsigned int *depth, uint32_t *
 		end++;
 	if (*end != '\0')
 		return -EINVAL;
-	*nh = (uint32_t)port;
+	r->nh = (uint32_t)port;
 	return 0;
 }
 

@@ -1,14 +1,18 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  * squall-nf-nat: SNAT with port allocation (NAPT) and DNAT for IPv4, both
- * directions of each connection, checksums updated incrementally (nat.h).
+ * directions of each connection, checksums updated incrementally (nat.h),
+ * and ICMP errors about a connection translated back for their receiver.
  *
  * Replies must reach the instance that translated the connection: the
  * manager spreads flows by their tuple as received, and a reply's tuple is
  * the translated one, so run one shared instance (instances: 1). With
  * several (assign: rss), give each its own share of the SNAT ports
  * (--ports-per-instance) and expect a reply to find its instance only when
- * the hash agrees; per-flow assignment cannot work until the manager learns
- * a connection's reply tuple.
+ * the hash agrees. Per flow (assign: per-flow) the NF forgets its
+ * connection and gives its ports back at the flow's end (its state
+ * cleaner), but a reply cannot reach it yet: the manager's flow table is
+ * keyed by the tuple as received, and a reply arrives with the translated
+ * one, which no entry holds (docs/nf-api.md, "Stateful NFs").
  */
 #include <arpa/inet.h>
 #include <getopt.h>
@@ -36,11 +40,13 @@ enum nat_counter {
 	C_NO_PORT,    /* dropped: SNAT ports exhausted */
 	C_TABLE_FULL, /* dropped: no room for the connection */
 	C_BAD_HDR,    /* dropped: truncated, bad IHL or length, fragment */
+	C_ICMP_ERROR, /* ICMP errors about a connection, translated back */
 	C_MAX,
 };
 
 static const char *const counter_names[C_MAX] = {
-	"new_conns", "translated", "untouched", "drop_no_port", "drop_table_full", "drop_bad_hdr",
+	"new_conns",       "translated",   "untouched",   "drop_no_port",
+	"drop_table_full", "drop_bad_hdr", "icmp_errors",
 };
 
 struct nat_nf {
@@ -63,9 +69,11 @@ usage(FILE *f)
 		"from PREFIX to ADDR and a port of LO-HI (default 1024-65535; ICMP echo gets an\n"
 		"identifier from the same range); DNAT rewrites the destination ADDR:PORT of\n"
 		"PROTO (tcp or udp). Replies are translated back. Checksums are updated\n"
-		"incrementally (RFC 1624). Counters: new_conns, translated, untouched (no rule,\n"
-		"not IPv4, ICMP errors: passed as they are), drop_no_port, drop_table_full,\n"
-		"drop_bad_hdr.\n"
+		"incrementally (RFC 1624). An ICMP error about a connection (port unreachable,\n"
+		"time exceeded, ...) is translated back: its quoted packet as its receiver\n"
+		"sent it, to the receiver's own address. Counters: new_conns, translated,\n"
+		"untouched (no rule, not IPv4, an ICMP error about no connection: passed as\n"
+		"they are), drop_no_port, drop_table_full, drop_bad_hdr, icmp_errors.\n"
 		"\n"
 		"  --snat PREFIX=ADDR[:LO-HI]   e.g. 10.0.0.0/24=192.0.2.1:20000-29999\n"
 		"  --dnat PROTO:ADDR:PORT=ADDR:PORT  e.g. tcp:192.0.2.1:80=10.0.0.5:8080\n"
@@ -75,7 +83,8 @@ usage(FILE *f)
 		"  --return-by-in-port          send replies out of the port their connection\n"
 		"                               came in on (a tenant edge), not along the chain\n"
 		"  --ports-per-instance N       instance i uses the i-th N ports of LO-HI\n"
-		"                               (several instances must not share ports)\n"
+		"                               (several instances, and a per-flow pool's\n"
+		"                               NFs, must not share ports)\n"
 		"  --table-size N               entry slots, a power of 2 (default 65536; two\n"
 		"                               a connection, up to 3/4 full)\n"
 		"Replies must come back to the same instance: run one "
@@ -187,6 +196,33 @@ parse_dnat(struct nat *n, const char *s)
 	return 0;
 }
 
+/* Replies go back out of the port their connection came in on, with
+ * --return-by-in-port; the rest along the chain. */
+static inline sq_verdict_t
+nat_next(const struct nat_nf *nn)
+{
+	if (nn->return_by_in_port && nn->nat.last_dir == CT_REPLY)
+		return sq_out(nn->nat.last_in_port);
+	return SQ_NEXT;
+}
+
+/* An ICMP error: translated back if it quotes a connection of ours, else
+ * passed as it is (it is about someone else's traffic). */
+static sq_verdict_t
+nat_icmp_error(struct nat_nf *nn, uint8_t *frame, const struct ct_hdrs *h, const struct ct_pkt *p,
+	       uint64_t now_ms, uint64_t *ctr)
+{
+	int64_t i = nat_find_related(&nn->nat, p, now_ms);
+
+	if (i < 0) {
+		ctr[C_UNTOUCHED]++;
+		return SQ_NEXT;
+	}
+	nat_rewrite_icmp_error(frame, h, &nn->nat.slot[i]);
+	ctr[C_ICMP_ERROR]++;
+	return nat_next(nn);
+}
+
 static inline sq_verdict_t
 nat_one(struct nat_nf *nn, struct rte_mbuf *pkt, uint64_t now_ms, uint64_t *ctr)
 {
@@ -198,8 +234,7 @@ nat_one(struct nat_nf *nn, struct rte_mbuf *pkt, uint64_t now_ms, uint64_t *ctr)
 
 	uint16_t in_port = sq_pkt_meta(pkt)->in_port;
 
-	ret = ct_parse(frame, rte_pktmbuf_data_len(pkt),
-		       in_port < STATE_OPT_PORTS ? nn->port_zone[in_port] : 0, &p, &h);
+	ret = ct_parse_pkt(pkt, in_port < STATE_OPT_PORTS ? nn->port_zone[in_port] : 0, &p, &h);
 	if (unlikely(ret != 0)) {
 		if (ret == CT_PARSE_NOT_IP || ret == CT_PARSE_UNTRACKED) {
 			ctr[C_UNTOUCHED]++;
@@ -212,6 +247,8 @@ nat_one(struct nat_nf *nn, struct rte_mbuf *pkt, uint64_t now_ms, uint64_t *ctr)
 		ctr[C_UNTOUCHED]++;
 		return SQ_NEXT;
 	}
+	if (unlikely(p.icmp_error))
+		return nat_icmp_error(nn, frame, &h, &p, now_ms, ctr);
 	switch (nat_translate(&nn->nat, &p, in_port, now_ms, &x)) {
 	case NAT_XLATED_NEW: ctr[C_NEW_CONNS]++; /* fall through */
 	case NAT_XLATED: break;
@@ -225,9 +262,7 @@ nat_one(struct nat_nf *nn, struct rte_mbuf *pkt, uint64_t now_ms, uint64_t *ctr)
 	} else {
 		ctr[C_UNTOUCHED]++;
 	}
-	if (nn->return_by_in_port && nn->nat.last_dir == CT_REPLY)
-		return sq_out(nn->nat.last_in_port);
-	return SQ_NEXT;
+	return nat_next(nn);
 }
 
 static void
@@ -245,6 +280,16 @@ nat_burst(struct rte_mbuf **pkts, uint16_t n_pkts, void *arg)
 	for (c = 0; c < C_MAX; c++)
 		if (ctr[c] != 0)
 			sq_nf_counter_add(nn->nf, nn->ctr[c], ctr[c]);
+}
+
+/* Per-flow: the flow ended; forget its connection and give its port back.
+ * At stop: the same. */
+static void
+nat_clean(void *arg)
+{
+	struct nat_nf *nn = arg;
+
+	nat_clear(&nn->nat);
 }
 
 int
@@ -328,6 +373,7 @@ main(int argc, char **argv)
 	for (c = 0; c < C_MAX; c++)
 		nn.ctr[c] = sq_nf_counter_register(nf, counter_names[c]);
 	sq_nf_set_burst_handler(nf, nat_burst, &nn);
+	sq_nf_set_state_cleaner(nf, nat_clean, &nn);
 	ret = sq_nf_run(nf);
 	nat_free(&nn.nat);
 	return ret < 0 ? NF_EXIT_FAIL : NF_EXIT_OK;

@@ -112,6 +112,32 @@ nat_init(struct nat *n, uint32_t slots)
 	return 0;
 }
 
+/**
+ * Forget every connection and give back every SNAT port: a per-flow NF's
+ * state cleaner, at its flow's end. Where the next port search starts is
+ * kept, so the NF's next connection takes another port of its share (a
+ * peer may still hold the last one in TIME_WAIT).
+ */
+static inline void
+nat_clear(struct nat *n)
+{
+	uint32_t range;
+	int i;
+
+	if (n->slot == NULL)
+		return;
+	memset(n->slot, 0, ((size_t)n->mask + 1) * sizeof(*n->slot));
+	n->n_used = n->sweep_at = 0;
+	if (!n->has_snat)
+		return;
+	range = (uint32_t)n->snat.port_hi - n->snat.port_lo + 1;
+	for (i = 0; i < 3; i++) {
+		if (n->ports_used[i] != NULL)
+			memset(n->ports_used[i], 0, (range + 63) / 64 * sizeof(uint64_t));
+		n->n_ports_used[i] = 0;
+	}
+}
+
 static inline void
 nat_free(struct nat *n)
 {
@@ -411,6 +437,30 @@ nat_translate(struct nat *n, const struct ct_pkt *p, uint16_t in_port, uint64_t 
 			  d != NULL ? d->to_port : 0, now_ms, xlat);
 }
 
+/**
+ * The connection an ICMP error (@p p, IPv4, p->icmp_error) is about: the
+ * packet it quotes left this NAT translated, so a reply to it, the quoted
+ * tuple reversed, is what one of the connection's entries is keyed by.
+ * The connection is refreshed as by any of its packets.
+ * @return that entry's index (its xlat: how a reply is translated), or -1:
+ *   the error quotes no connection of this NAT (it passes as it is).
+ */
+static inline int64_t
+nat_find_related(struct nat *n, const struct ct_pkt *p, uint64_t now_ms)
+{
+	struct ct_key k;
+	int64_t i;
+
+	ct_key_reverse(&p->inner, &k);
+	i = nat_lookup(n, &k, now_ms);
+	if (i >= 0) {
+		n->last_dir = n->slot[i].dir;
+		n->last_in_port = n->slot[i].in_port;
+		n->slot[i].expires_ms = now_ms + nat_timeout_ms(&n->slot[i]);
+	}
+	return i;
+}
+
 /* ------------------------------------------------------------------ rewrite */
 
 /* RFC 1624 eqn. 3: HC' = ~(~HC + ~m + m'), on 16-bit words as they lie in
@@ -507,6 +557,74 @@ nat_rewrite(uint8_t *frame, const struct ct_hdrs *h, const struct ct_pkt *p, con
 	} else if (p->key.proto == IPPROTO_ICMP && (p->icmp_request || p->icmp_reply)) {
 		nat_set16(l4 + 4, x->sport, l4 + 2, false);
 	}
+}
+
+/* The one's complement checksum of @p len bytes at @p b, as it goes in the
+ * packet (RFC 1071); an odd last byte is padded with zero. */
+static inline uint16_t
+nat_csum(const uint8_t *b, uint32_t len)
+{
+	uint32_t s = 0, i;
+	uint16_t w;
+
+	for (i = 0; i + 1 < len; i += 2) {
+		memcpy(&w, b + i, 2);
+		s += w;
+	}
+	if (len & 1) {
+		uint8_t last[2] = {b[len - 1], 0};
+
+		memcpy(&w, last, 2);
+		s += w;
+	}
+	while (s >> 16)
+		s = (s & 0xffff) + (s >> 16);
+	return (uint16_t)~s;
+}
+
+/**
+ * Rewrite an ICMP error about a translated connection (IPv4; @p p parsed
+ * it, @p e is the entry nat_find_related() found) so its receiver sees its
+ * own connection: the quoted packet goes back to the tuple it was sent with
+ * (its addresses, ports or echo identifier, and its IPv4 and, when quoted,
+ * TCP/UDP checksums), the outer destination becomes the receiver's own
+ * address, and the outer source, if it is the translated peer itself, that
+ * peer's address as the receiver knows it (an error from a router between
+ * keeps the router's). The ICMP checksum covers the quote, and is summed
+ * again (errors are rare and short).
+ */
+static inline void
+nat_rewrite_icmp_error(uint8_t *frame, const struct ct_hdrs *h, const struct nat_entry *e)
+{
+	uint8_t *ip = frame + h->l3_off, *icmp = frame + h->l4_off, *in = icmp + 8, *in_l4;
+	uint32_t icmp_len = h->l3_len - (h->l4_off - h->l3_off), in_ihl, quoted;
+	struct ct_key orig; /* the quoted packet as its sender sent it */
+	uint8_t *l4_csum = NULL;
+	bool udp;
+
+	ct_key_reverse(&e->xlat, &orig);
+	in_ihl = (uint32_t)(in[0] & 0xf) * 4; /* ct_parse() checked it lies within */
+	in_l4 = in + in_ihl;
+	quoted = icmp_len - 8 - in_ihl; /* L4 bytes of the quoted packet */
+	udp = in[9] == IPPROTO_UDP;
+	if (in[9] == IPPROTO_TCP && quoted >= 18)
+		l4_csum = in_l4 + 16;
+	else if (udp && quoted >= 8)
+		l4_csum = in_l4 + 6;
+	nat_set_addr(in + 12, orig.src + 12, in + 10, l4_csum, udp);
+	nat_set_addr(in + 16, orig.dst + 12, in + 10, l4_csum, udp);
+	if (in[9] == IPPROTO_TCP || udp || in[9] == IPPROTO_SCTP) {
+		nat_set16(in_l4, orig.sport, l4_csum, udp);
+		nat_set16(in_l4 + 2, orig.dport, l4_csum, udp);
+	} else if (in[9] == IPPROTO_ICMP && quoted >= 8) {
+		nat_set16(in_l4 + 4, orig.sport, in_l4 + 2, false);
+	}
+	/* The error travels as a reply to the quoted packet would. */
+	nat_set_addr(ip + 16, e->xlat.dst + 12, ip + 10, NULL, false);
+	if (memcmp(ip + 12, e->key.src + 12, 4) == 0)
+		nat_set_addr(ip + 12, e->xlat.src + 12, ip + 10, NULL, false);
+	icmp[2] = icmp[3] = 0;
+	nat_wr_csum(icmp + 2, nat_csum(icmp, icmp_len));
 }
 
 #endif /* SQUALL_NFS_NAT_NAT_H */

@@ -3,7 +3,8 @@
 bound to a group that allows TCP 8077 (HTTP) and UDP 9999 in, not 22. Real
 curl: 8077 works (its return traffic is established), 22 fails although a
 server listens there, a UDP datagram to a closed port comes back as an ICMP
-port unreachable (related), and SIGHUP reloads the rules. Needs root; run
+port unreachable (related; per flow too: the manager hands an ICMP error to
+the NF of the flow it quotes), and SIGHUP reloads the rules. Needs root; run
 under flock /tmp/squall-netns.lock."""
 
 from __future__ import annotations
@@ -139,26 +140,28 @@ def test_security_group_allows_80_refuses_22(
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert ping.returncode == 0, ping.stdout + ping.stderr
-    udp = None
-    if not per_flow:
-        # The port unreachable is another 5-tuple: a per-flow NF of the UDP flow
-        # never sees it (the manager hashes ICMP errors by their own addresses).
-        udp = subprocess.run(
-            ["ip", "netns", "exec", "client", "python3", "-c", UDP_PROBE],
-            capture_output=True, text=True, check=False, timeout=30,
-        )  # fmt: skip
-        assert udp.stdout.strip() == "refused", f"{udp}\n{mgr.snapshot()}"
+    # The port unreachable is another 5-tuple: per flow, the manager hands it
+    # to the NF of the UDP flow it quotes, which finds it related.
+    udp = subprocess.run(
+        ["ip", "netns", "exec", "client", "python3", "-c", UDP_PROBE],
+        capture_output=True, text=True, check=False, timeout=30,
+    )  # fmt: skip
+    assert udp.stdout.strip() == "refused", f"{udp}\n{mgr.snapshot()}"
+    flows = mgr.query("/squall/flows") if per_flow else {}
 
     ex = mgr.finish()
     c = counters(ex)
-    # 3 HTTP connections and a ping (and a UDP flow) committed; the SYNs to 22
+    # 3 HTTP connections, a ping and a UDP flow committed; the SYNs to 22
     # (curl retries within its 3 s) are all refused by rule.
-    assert c["committed"] >= 4 + (0 if per_flow else 1), c
+    assert c["committed"] >= 5, c
     assert c["drop_no_rule"] >= 1, c
     assert c["established"] > 0, c
-    if udp is not None:
-        assert c["related"] >= 1, c
+    assert c["related"] >= 1, c
     assert c["drop_bad_hdr"] == 0, c
+    if per_flow:
+        # the error went to its flow, not to an NF of its own
+        assert ex["stats"]["drops"].get("icmp_no_flow", 0) == 0, ex["stats"]["drops"]
+        assert flows["flows_created"] >= 4, flows
 
 
 @pytest.mark.parametrize("how", ["message", "sighup"])

@@ -1,9 +1,11 @@
-"""Odd packets through each stateful NF (conntrack, nat, lb, dpi): IPv4
-fragments, an IPv6 fragment header, a TCP header cut short or with a data
-offset below 5, an ICMP error whose quote is cut, and the manager's own
-malformed frames, among good UDP and an IPv6 SYN behind a hop-by-hop
-header. No NF crashes; every odd frame is counted once, by the manager
-(malformed header) or by the NF's bad-header counter; the good ones pass."""
+"""Odd packets through each stateful NF (conntrack, nat, lb, dpi) and the
+firewall and l3fwd: IPv4 fragments, an IPv6 fragment header, a TCP header
+cut short or with a data offset below 5, an ICMP error whose quote is cut,
+and the manager's own malformed frames, among good UDP and an IPv6 SYN
+behind a hop-by-hop header. No NF crashes; every odd frame is counted once,
+by the manager (malformed header) or by the NF (its bad-header counter, or
+for the firewall and l3fwd, which judge headers only: in exactly one of
+their verdict counters); the good ones pass."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import pytest
 from conftest import NF_DIR, Manager
 from scapy.layers.inet import ICMP, IP, TCP, UDP
 from scapy.layers.inet6 import IPv6, IPv6ExtHdrFragment, IPv6ExtHdrHopByHop
-from scapy.layers.l2 import Ether
+from scapy.layers.l2 import Dot1Q, Ether
 from scapy.packet import Raw
 
 DST = pcaps.mac(1)
@@ -100,3 +102,82 @@ def test_odd_packets_counted(nf: str, mgr: Manager, tmp_path: Path) -> None:
     assert by_mgr + s["counters"][bad_counter] == len(odd), (st["drops"], s["counters"])
     assert s["counters"][bad_counter] >= 5, s["counters"]  # the NF saw the L4 cases
     assert st["tx_pkts"] == len(good) - invalid, st
+
+
+# The firewall's and l3fwd's verdict counters: every packet the NF saw is in
+# exactly one.
+VERDICTS = {
+    "firewall": ("allowed", "denied"),
+    "l3fwd": ("routed", "no_route", "ttl_expired", "not_ip", "link_scope"),
+}
+STATELESS_ARGS = {
+    "firewall": ["--rule", "deny,proto=tcp,dport=22", "--default", "allow"],
+    "l3fwd": ["--route", "0.0.0.0/0=next", "--route", "::/0=next"],
+}
+
+
+def header_odd_frames() -> list[bytes]:
+    """What only an NF that reads past the manager's parse can find wrong:
+    IPv4 whose total length stops inside the UDP ports (padding past it),
+    IPv6 AH (DPDK's parse does not walk it) longer than the payload, and
+    the same behind three VLAN tags."""
+    udp_cut = bytes(eth() / IP(src="10.9.1.1", dst="10.9.1.2", proto=17, len=22)) + bytes(30)
+    ah_cut = (
+        bytes(eth() / IPv6(src="fd00::1", dst="fd00::2", nh=51, plen=8)) + b"\x06\x04" + bytes(6)
+    )
+    tagged = (
+        bytes(
+            eth()
+            / Dot1Q(vlan=1)
+            / Dot1Q(vlan=2)
+            / Dot1Q(vlan=3)
+            / IPv6(src="fd00::1", dst="fd00::2", nh=51, plen=8)
+        )
+        + b"\x06\x04"
+        + bytes(6)
+    )
+    return [udp_cut, ah_cut, tagged]
+
+
+@pytest.mark.parametrize("nf", sorted(VERDICTS))
+def test_odd_packets_through_firewall_and_l3fwd(nf: str, mgr: Manager, tmp_path: Path) -> None:
+    odd = odd_frames() + header_odd_frames()
+    good = list(pcaps.good_frames(N_GOOD, [DST], seed=7)) + [GOOD_V6]
+    frames: list[bytes] = []
+    for i, g in enumerate(good):
+        frames.append(g)
+        if i < len(odd):
+            frames.append(odd[i])
+    in_pcap = pcaps.write_pcap(tmp_path / "in.pcap", frames)
+    mgr.start(
+        mgr.config(
+            ports=pcaps.pcap_ports(in_pcap, tmp_path / "out.pcap"),
+            services=[{"name": "s", "exec": f"squall-nf-{nf}", "args": STATELESS_ARGS[nf]}],
+            chains=[{"name": "c", "services": ["s"]}],
+            rules=[{"in_port": "in", "chain": "c", "out_port": "out"}],
+        )
+    )
+
+    def accounted() -> bool:
+        st = mgr.stats()
+        return bool(st["rx_pkts"] == len(frames) == st["tx_pkts"] + st["drop_pkts"])
+
+    mgr.wait_for(accounted, 30, f"{len(frames)} frames accounted")
+    ex = mgr.finish()
+    st = ex["stats"]
+    s = ex["nfs"]["s#0"]
+    c = s["counters"]
+    assert st["drops"]["nf_died"] == 0, st["drops"]  # no crash
+    by_mgr = st["drops"]["parse"] + st["drops"]["oversize"]
+    assert by_mgr == 4, st["drops"]  # the manager's own malformed frames
+    assert s["rx_pkts"] == len(frames) - by_mgr, s
+    assert sum(c[k] for k in VERDICTS[nf]) == s["rx_pkts"], c  # each counted once
+    if nf == "firewall":
+        # the three whose ports or extension headers are cut: malformed,
+        # denied; the fragments and cut TCP judged on what they hold
+        assert c["malformed"] == 3 and c["denied"] == 3, c
+        assert s["drop_verdicts"] == c["denied"] and c["ipv6"] == 4, c
+    else:
+        assert c["routed"] == s["rx_pkts"] and s["drop_verdicts"] == 0, c
+        assert c["ipv6"] == 4, c  # the fragment, the SYN, the AH ones: routed by their header
+    assert st["tx_pkts"] == s["rx_pkts"] - s["drop_verdicts"], st

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  * squall-nf-nat's translation (nfs/nat/nat.h): SNAT and DNAT both ways,
  * incrementally updated checksums equal to recomputed ones, port
- * allocation, exhaustion and release at expiry, ICMP echo identifiers.
+ * allocation, exhaustion and release at expiry and by the state cleaner,
+ * ICMP echo identifiers, ICMP errors translated back for their receiver.
  */
 #include <stdio.h>
 #include <string.h>
@@ -285,10 +286,163 @@ test_csum_fix(void)
 	CHECK(c == 0x0000);
 }
 
+/* The ICMP error @p type/@p code from @p src to @p dst quoting the first
+ * @p quote bytes of the IPv4 packet in frame @p q (its IP header on).
+ * @return the frame's length. */
+static uint32_t
+icmp_error(uint8_t *f, uint32_t src, uint32_t dst, uint8_t type, uint8_t code, const uint8_t *q,
+	   uint32_t quote)
+{
+	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(f + 14);
+	uint8_t *icmp = f + 34;
+
+	memset(f, 0, 14 + 20 + 8);
+	f[12] = 0x08;
+	ip->version_ihl = 0x45;
+	ip->total_length = rte_cpu_to_be_16((uint16_t)(20 + 8 + quote));
+	ip->time_to_live = 64;
+	ip->next_proto_id = IPPROTO_ICMP;
+	ip->src_addr = rte_cpu_to_be_32(src);
+	ip->dst_addr = rte_cpu_to_be_32(dst);
+	ip->hdr_checksum = rte_ipv4_cksum(ip);
+	icmp[0] = type, icmp[1] = code;
+	memcpy(icmp + 8, q + 14, quote);
+	*(uint16_t *)(icmp + 2) = (uint16_t)~rte_raw_cksum(icmp, 8 + quote);
+	return 14 + 20 + 8 + quote;
+}
+
+/* Find the connection of an ICMP error and rewrite it, as nat.c does.
+ * @return false if the error quotes no connection. */
+static bool
+xlate_error(struct nat *n, uint8_t *f, uint32_t len)
+{
+	struct ct_hdrs h;
+	struct ct_pkt p;
+	int64_t i;
+
+	if (ct_parse(f, len, 0, &p, &h) != 0 || !p.icmp_error)
+		return false;
+	i = nat_find_related(n, &p, 0);
+	if (i < 0)
+		return false;
+	nat_rewrite_icmp_error(f, &h, &n->slot[i]);
+	return true;
+}
+
+/* An ICMP error's checksums: the outer IP header, the whole ICMP message,
+ * the quoted IP header. */
+static bool
+error_cksums_ok(const uint8_t *f, uint32_t len)
+{
+	return rte_raw_cksum(f + 14, 20) == 0xffff && rte_raw_cksum(f + 34, len - 34) == 0xffff &&
+	       rte_raw_cksum(f + 42, 20) == 0xffff;
+}
+
+static void
+test_icmp_errors(void)
+{
+	static struct nat n;
+	uint8_t f[1600], sent[1600], err[1600];
+	uint32_t len, elen;
+	struct ct_pkt p;
+	uint16_t port;
+
+	memset(&n, 0, sizeof(n));
+	n.has_snat = true;
+	n.snat = (struct nat_snat){A(10, 0, 0, 0), 0xffffff00, A(192, 0, 2, 1), 20000, 20009};
+	n.dnat[0] = (struct nat_dnat){IPPROTO_TCP, A(192, 0, 2, 80), A(10, 1, 0, 5), 80, 8080};
+	n.n_dnat = 1;
+	CHECK(nat_init(&n, 64) == 0);
+
+	/* SNAT'd UDP to a closed port: the port unreachable comes back to
+	 * 192.0.2.1 quoting 192.0.2.1:p, and must reach 10.0.0.7 quoting the
+	 * datagram 10.0.0.7:5353 sent, its UDP checksum too (RFC 792: the IP
+	 * header and 8 bytes). */
+	len = frame(sent, IPPROTO_UDP, A(10, 0, 0, 7), A(198, 51, 100, 1), 5353, 9999, 100);
+	memcpy(f, sent, len);
+	CHECK(xlate(&n, f, len, 0, &p) == NAT_XLATED_NEW);
+	port = rd_port(f, 34);
+	elen = icmp_error(err, A(198, 51, 100, 1), A(192, 0, 2, 1), 3, 3, f, 28);
+	CHECK(error_cksums_ok(err, elen));
+	CHECK(xlate_error(&n, err, elen));
+	CHECK(rd_addr(err, 30) == A(10, 0, 0, 7) && rd_addr(err, 26) == A(198, 51, 100, 1));
+	CHECK(memcmp(err + 42, sent + 14, 28) == 0); /* the datagram as it was sent */
+	CHECK(err[34] == 3 && err[35] == 3 && error_cksums_ok(err, elen));
+	/* A router on the way says time exceeded, quoting more than 8 bytes:
+	 * the outer source stays the router's. */
+	elen = icmp_error(err, A(203, 0, 113, 9), A(192, 0, 2, 1), 11, 0, f, 128);
+	CHECK(xlate_error(&n, err, elen));
+	CHECK(rd_addr(err, 26) == A(203, 0, 113, 9) && rd_addr(err, 30) == A(10, 0, 0, 7));
+	CHECK(memcmp(err + 42, sent + 14, 128) == 0 && error_cksums_ok(err, elen));
+
+	/* DNAT'd TCP: the backend 10.1.0.5 refuses (an ICMP admin prohibited
+	 * from the backend itself); the client 10.0.0.9 must see it from the
+	 * address it connected to, 192.0.2.80, quoting its own SYN, with the
+	 * quoted TCP checksum. */
+	len = frame(sent, IPPROTO_TCP, A(10, 0, 0, 9), A(192, 0, 2, 80), 33333, 80, 0);
+	memcpy(f, sent, len);
+	CHECK(xlate(&n, f, len, 0, &p) == NAT_XLATED_NEW);
+	port = rd_port(f, 34);
+	CHECK(rd_addr(f, 30) == A(10, 1, 0, 5) && rd_addr(f, 26) == A(192, 0, 2, 1));
+	elen = icmp_error(err, A(10, 1, 0, 5), A(192, 0, 2, 1), 3, 13, f, 40);
+	CHECK(xlate_error(&n, err, elen));
+	CHECK(rd_addr(err, 26) == A(192, 0, 2, 80) && rd_addr(err, 30) == A(10, 0, 0, 9));
+	CHECK(memcmp(err + 42, sent + 14, 40) == 0 && error_cksums_ok(err, elen));
+
+	/* A ping through SNAT whose TTL ran out: the identifier goes back. */
+	len = frame(sent, IPPROTO_ICMP, A(10, 0, 0, 3), A(198, 51, 100, 1), 777, 0, 16);
+	memcpy(f, sent, len);
+	CHECK(xlate(&n, f, len, 0, &p) == NAT_XLATED_NEW && rd_port(f, 38) != 777);
+	elen = icmp_error(err, A(203, 0, 113, 9), A(192, 0, 2, 1), 11, 0, f, 28);
+	CHECK(xlate_error(&n, err, elen));
+	CHECK(rd_addr(err, 30) == A(10, 0, 0, 3) && rd_port(err, 42 + 24) == 777);
+	CHECK(memcmp(err + 42, sent + 14, 28) == 0 && error_cksums_ok(err, elen));
+
+	/* An error about a packet this NAT never translated: left alone. */
+	len = frame(f, IPPROTO_UDP, A(192, 0, 2, 1), A(198, 51, 100, 1), 20009, 53, 0);
+	elen = icmp_error(err, A(198, 51, 100, 1), A(192, 0, 2, 1), 3, 3, f, 28);
+	memcpy(sent, err, elen);
+	CHECK(!xlate_error(&n, err, elen) && memcmp(err, sent, elen) == 0);
+	RTE_SET_USED(port);
+	nat_free(&n);
+}
+
+/* The per-flow state cleaner: every connection gone and every port free,
+ * so the NF's next flow gets a port again from a range of one. */
+static void
+test_clear(void)
+{
+	static struct nat n;
+	uint8_t f[256];
+	struct ct_pkt p;
+	uint32_t len;
+
+	memset(&n, 0, sizeof(n));
+	n.has_snat = true;
+	n.snat = (struct nat_snat){A(10, 0, 0, 0), 0xffffff00, A(192, 0, 2, 1), 6000, 6000};
+	CHECK(nat_init(&n, 16) == 0);
+	len = frame(f, IPPROTO_TCP, A(10, 0, 0, 1), A(8, 8, 8, 8), 1111, 80, 0);
+	CHECK(xlate(&n, f, len, 0, &p) == NAT_XLATED_NEW && rd_port(f, 34) == 6000);
+	len = frame(f, IPPROTO_TCP, A(10, 0, 0, 1), A(8, 8, 8, 8), 2222, 80, 0);
+	CHECK(xlate(&n, f, len, 0, &p) == NAT_NO_PORT);
+	nat_clear(&n);
+	CHECK(n.n_used == 0 && n.n_ports_used[0] == 0);
+	/* The old connection is gone: its next packet is no connection's. */
+	len = frame(f, IPPROTO_TCP, A(10, 0, 0, 1), A(8, 8, 8, 8), 1111, 80, 0);
+	set_tcp_flags(f, CT_TCP_ACK);
+	CHECK(xlate(&n, f, len, 0, &p) == NAT_NOT_OPENING);
+	len = frame(f, IPPROTO_TCP, A(10, 0, 0, 1), A(8, 8, 8, 8), 2222, 80, 0);
+	CHECK(xlate(&n, f, len, 0, &p) == NAT_XLATED_NEW && rd_port(f, 34) == 6000);
+	CHECK(n.n_used == 2 && n.n_ports_used[0] == 1);
+	nat_free(&n);
+}
+
 int
 main(void)
 {
 	test_csum_fix();
+	test_icmp_errors();
+	test_clear();
 	test_snat_dnat_both_ways();
 	test_ports_exhausted_and_freed();
 	test_zones();

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  * squall-nf-firewall's rules: parsing, first match, the default, and the
- * 5-tuple taken from a packet (options, fragments, truncation).
+ * 5-tuple taken from a packet (options, fragments, truncation), for IPv4
+ * and IPv6 (prefixes, families kept apart, extension headers walked).
  */
 #include <stdio.h>
 #include <string.h>
@@ -15,6 +16,8 @@ static struct fw_key
 key(uint32_t src, uint32_t dst, uint8_t proto, uint16_t sport, uint16_t dport)
 {
 	struct fw_key k = {.src = src, .dst = dst, .proto = proto, .sport = sport, .dport = dport};
+
+	k.family = FW_IPV4;
 
 	k.has_ports = proto == IPPROTO_TCP || proto == IPPROTO_UDP;
 	return k;
@@ -162,6 +165,177 @@ test_key_from_packet(void)
 	CHECK(fw_key_from_ipv4(ip, 28, &k) == 0 && !k.has_ports && k.proto == IPPROTO_ICMP);
 }
 
+static struct fw_key
+key6(const char *src, const char *dst, uint8_t proto, uint16_t sport, uint16_t dport)
+{
+	struct fw_key k = {.family = FW_IPV6, .proto = proto, .sport = sport, .dport = dport};
+	uint8_t a[16];
+
+	inet_pton(AF_INET6, src, a);
+	k.src6 = fw_ip6_of(a);
+	inet_pton(AF_INET6, dst, a);
+	k.dst6 = fw_ip6_of(a);
+	k.has_ports = proto == IPPROTO_TCP || proto == IPPROTO_UDP;
+	return k;
+}
+
+static void
+test_parse_ipv6(void)
+{
+	struct fw_rule r;
+	const char *bad;
+
+	CHECK(fw_parse_rule("deny,src=fd00:1::/32,proto=tcp,dport=22", &r, &bad) == 0);
+	CHECK(r.family == FW_IPV6 && r.src6.hi == UINT64_C(0xfd00000100000000) && r.src6.lo == 0);
+	CHECK(r.src6_mask.hi == UINT64_C(0xffffffff00000000) && r.src6_mask.lo == 0);
+	CHECK(r.dst6_mask.hi == 0 && r.dst6_mask.lo == 0 && r.src_mask == 0);
+	CHECK(fw_parse_rule("allow dst=2001:db8::1 proto=icmpv6", &r, &bad) == 0);
+	CHECK(r.proto == IPPROTO_ICMPV6 && r.dst6_mask.hi == ~UINT64_C(0) &&
+	      r.dst6_mask.lo == ~UINT64_C(0) && r.dst6.lo == 1);
+	CHECK(fw_parse_rule("allow,dst=fd00::8000:0:0:0/65", &r, &bad) == 0);
+	CHECK(r.dst6_mask.lo == UINT64_C(0x8000000000000000) && r.dst6.lo == r.dst6_mask.lo);
+	CHECK(fw_parse_rule("allow,src=::/0", &r, &bad) == 0 && r.family == FW_IPV6);
+	CHECK(fw_parse_rule("deny,proto=icmp6,family=ipv6", &r, &bad) == 0);
+	CHECK(r.family == FW_IPV6 && r.proto == IPPROTO_ICMPV6);
+	CHECK(fw_parse_rule("deny,family=ipv4", &r, &bad) == 0 && r.family == FW_IPV4);
+	CHECK(fw_parse_rule("deny,dport=22", &r, &bad) == 0 && r.family == FW_ANY);
+	CHECK(fw_parse_rule("deny,src=10.0.0.0/8", &r, &bad) == 0 && r.family == FW_IPV4);
+
+	CHECK(fw_parse_rule("deny,src=fd00::1/64", &r, &bad) == -EINVAL); /* host bits */
+	CHECK(fw_parse_rule("deny,src=fd00::/129", &r, &bad) == -EINVAL);
+	CHECK(fw_parse_rule("deny,src=fd00:::/8", &r, &bad) == -EINVAL);
+	/* Families that disagree: the rule could match nothing. */
+	CHECK(fw_parse_rule("deny,src=10.0.0.0/8,dst=fd00::/8", &r, &bad) == -EINVAL &&
+	      strncmp(bad, "dst=", 4) == 0);
+	CHECK(fw_parse_rule("deny,family=ipv4,dst=fd00::/8", &r, &bad) == -EINVAL);
+	CHECK(fw_parse_rule("deny,src=fd00::/8,family=ipv4", &r, &bad) == -EINVAL);
+	CHECK(fw_parse_rule("deny,family=ipx", &r, &bad) == -EINVAL);
+}
+
+static void
+test_match_ipv6(void)
+{
+	static struct fw_rules rules;
+	const char *bad;
+	struct fw_key k;
+
+	memset(&rules, 0, sizeof(rules));
+	CHECK(fw_rules_add(&rules, "allow,src=fd00:1::/32,proto=tcp,dport=22", &bad) == 0);
+	CHECK(fw_rules_add(&rules, "deny,proto=tcp,dport=22", &bad) == 0); /* both families */
+	CHECK(fw_rules_add(&rules, "deny,src=10.0.0.0/8", &bad) == 0);     /* IPv4 only */
+	CHECK(fw_rules_add(&rules, "deny,dst=::ffff:0:0/96", &bad) == 0);  /* IPv6 only */
+	CHECK(fw_rules_add(&rules, "deny,family=ipv6,proto=udp,dport=53", &bad) == 0);
+	CHECK(fw_rules_add(&rules, "deny,dst=2001:db8::/64,proto=icmpv6", &bad) == 0);
+
+	k = key6("fd00:1:2::5", "2001:db8::1", IPPROTO_TCP, 999, 22);
+	CHECK(fw_match(&rules, &k) == 0);
+	k = key6("fd00:2::5", "2001:db8::1", IPPROTO_TCP, 999, 22); /* outside /32 */
+	CHECK(fw_match(&rules, &k) == 1);
+	k = key(0x0a000001, 0x0a000002, IPPROTO_TCP, 999, 22); /* IPv4 SSH: the any rule */
+	CHECK(fw_match(&rules, &k) == 1);
+	k = key(0x0a000001, 0x0a000002, IPPROTO_UDP, 999, 53);
+	CHECK(fw_match(&rules, &k) == 2);
+	/* An IPv6 packet whose source looks like 10.0.0.1 mapped: no IPv4 rule. */
+	k = key6("::ffff:10.0.0.1", "fd00::1", IPPROTO_UDP, 999, 54);
+	CHECK(fw_match(&rules, &k) == -ENOENT);
+	k = key6("fd00::1", "::ffff:10.0.0.1", IPPROTO_UDP, 999, 54);
+	CHECK(fw_match(&rules, &k) == 3);
+	k = key6("fd00::1", "fd00::2", IPPROTO_UDP, 999, 53);
+	CHECK(fw_match(&rules, &k) == 4);
+	k = key(0x01010101, 0x02020202, IPPROTO_UDP, 999, 53); /* family=ipv6: not IPv4 */
+	CHECK(fw_match(&rules, &k) == -ENOENT);
+	k = key6("fd00::1", "2001:db8::ffff:1", IPPROTO_ICMPV6, 0, 0);
+	CHECK(fw_match(&rules, &k) == 5);
+	k = key6("fd00::1", "2001:db8:0:1::1", IPPROTO_ICMPV6, 0, 0); /* the next /64 */
+	CHECK(fw_match(&rules, &k) == -ENOENT);
+}
+
+/* An IPv6 header at @p b with payload length @p plen and next header @p nh. */
+static void
+ip6_hdr(uint8_t *b, uint16_t plen, uint8_t nh)
+{
+	static const uint8_t src[16] = {0xfd, [15] = 1}, dst[16] = {0xfd, [15] = 2};
+
+	memset(b, 0, 40);
+	b[0] = 0x60;
+	b[4] = (uint8_t)(plen >> 8), b[5] = (uint8_t)plen;
+	b[6] = nh;
+	b[7] = 64;
+	memcpy(b + 8, src, 16);
+	memcpy(b + 24, dst, 16);
+}
+
+static void
+test_key_from_ipv6(void)
+{
+	uint8_t b[160];
+	const struct rte_ipv6_hdr *ip6 = (const struct rte_ipv6_hdr *)b;
+	struct fw_key k;
+
+	memset(b, 0, sizeof(b));
+	/* UDP straight after the header. */
+	ip6_hdr(b, 8, IPPROTO_UDP);
+	b[40] = 0x12, b[41] = 0x34, b[42] = 0x00, b[43] = 0x35;
+	CHECK(fw_key_from_ipv6(ip6, 48, &k) == 0 && k.family == FW_IPV6);
+	CHECK(k.proto == IPPROTO_UDP && k.has_ports && k.sport == 0x1234 && k.dport == 53);
+	CHECK(k.src6.hi == UINT64_C(0xfd00000000000000) && k.src6.lo == 1 && k.dst6.lo == 2);
+	/* Padding past the payload length is not read; a frame shorter is. */
+	CHECK(fw_key_from_ipv6(ip6, 160, &k) == 0 && k.dport == 53);
+	CHECK(fw_key_from_ipv6(ip6, 47, &k) == -EINVAL);
+	CHECK(fw_key_from_ipv6(ip6, 39, &k) == -EINVAL);
+	ip6_hdr(b, 2, IPPROTO_UDP); /* the ports cut off by the payload length */
+	CHECK(fw_key_from_ipv6(ip6, 48, &k) == -EINVAL);
+	ip6_hdr(b, 0, IPPROTO_ICMPV6); /* no ports needed */
+	CHECK(fw_key_from_ipv6(ip6, 48, &k) == 0 && !k.has_ports && k.proto == IPPROTO_ICMPV6);
+	b[0] = 0x40; /* version 4 in an IPv6 frame */
+	CHECK(fw_key_from_ipv6(ip6, 48, &k) == -EINVAL);
+
+	/* Hop-by-hop (8 B), destination options (16 B), then TCP's ports. */
+	ip6_hdr(b, 8 + 16 + 20, IPPROTO_HOPOPTS);
+	b[40] = IPPROTO_DSTOPTS, b[41] = 0;
+	b[48] = IPPROTO_TCP, b[49] = 1;
+	b[64] = 0x00, b[65] = 0x50, b[66] = 0x01, b[67] = 0xbb;
+	CHECK(fw_key_from_ipv6(ip6, 40 + 44, &k) == 0 && k.proto == IPPROTO_TCP);
+	CHECK(k.has_ports && k.sport == 80 && k.dport == 443);
+	CHECK(fw_key_from_ipv6(ip6, 40 + 43, &k) == -EINVAL); /* frame cut */
+	b[49] = 9; /* destination options of 80 B: past the payload */
+	CHECK(fw_key_from_ipv6(ip6, 40 + 44, &k) == -EINVAL);
+	b[49] = 1;
+	/* AH (length in 4-byte units minus 2: 12 B here) before UDP. */
+	ip6_hdr(b, 12 + 8, IPPROTO_AH);
+	b[40] = IPPROTO_UDP, b[41] = 1;
+	b[52] = 0x00, b[53] = 0x07, b[54] = 0x00, b[55] = 0x09;
+	CHECK(fw_key_from_ipv6(ip6, 40 + 20, &k) == 0 && k.proto == IPPROTO_UDP);
+	CHECK(k.sport == 7 && k.dport == 9);
+
+	/* A first fragment carries the ports; a later one has none. */
+	ip6_hdr(b, 8 + 8, IPPROTO_FRAGMENT);
+	memset(b + 40, 0, 16);
+	b[40] = IPPROTO_UDP, b[43] = 1; /* offset 0, M */
+	b[48] = 0x00, b[49] = 0x07, b[50] = 0x00, b[51] = 0x35;
+	CHECK(fw_key_from_ipv6(ip6, 56, &k) == 0 && k.proto == IPPROTO_UDP && k.has_ports);
+	CHECK(k.dport == 53);
+	b[42] = 0x01, b[43] = 0x08; /* offset 33 (x 8 bytes) */
+	CHECK(fw_key_from_ipv6(ip6, 56, &k) == 0 && k.proto == IPPROTO_UDP && !k.has_ports);
+	ip6_hdr(b, 4, IPPROTO_FRAGMENT); /* the fragment header cut */
+	CHECK(fw_key_from_ipv6(ip6, 56, &k) == -EINVAL);
+
+	/* No next header: no ports, not malformed. */
+	ip6_hdr(b, 0, IPPROTO_NONE);
+	CHECK(fw_key_from_ipv6(ip6, 40, &k) == 0 && k.proto == IPPROTO_NONE && !k.has_ports);
+
+	/* Eight extension headers are walked, a ninth is too many. */
+	ip6_hdr(b, 8 * 9 + 8, IPPROTO_DSTOPTS);
+	memset(b + 40, 0, 8 * 9 + 8);
+	for (int i = 0; i < 9; i++)
+		b[40 + 8 * i] = IPPROTO_DSTOPTS;
+	b[40 + 8 * 7] = IPPROTO_UDP; /* the 8th header says UDP follows */
+	CHECK(fw_key_from_ipv6(ip6, 40 + 80, &k) == 0 && k.proto == IPPROTO_UDP);
+	b[40 + 8 * 7] = IPPROTO_DSTOPTS;
+	b[40 + 8 * 8] = IPPROTO_UDP; /* the 9th does */
+	CHECK(fw_key_from_ipv6(ip6, 40 + 80, &k) == -EINVAL);
+}
+
 int
 main(void)
 {
@@ -169,6 +343,9 @@ main(void)
 	test_first_match_and_default();
 	test_rule_limit();
 	test_key_from_packet();
+	test_parse_ipv6();
+	test_match_ipv6();
+	test_key_from_ipv6();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed == 0 ? 0 : 1;
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause
- * squall-nf-l3fwd's LPM table and TTL update: the table agrees with a
- * brute-force longest match over random route sets, route parsing rejects
- * what it must, and the incrementally patched checksum is valid.
+ * squall-nf-l3fwd's LPM tables and TTL update: the IPv4 and the IPv6 table
+ * agree with a brute-force longest match over random route sets, route
+ * parsing (both families) rejects what it must, and the incrementally
+ * patched checksum is valid.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,27 +156,201 @@ test_matches_brute_force(void)
 static void
 test_parse(void)
 {
-	unsigned int depth;
-	uint32_t prefix, nh;
+	static const uint8_t fd00_1[16] = {0xfd, 0x00, 0x00, 0x01};
+	struct lpm_route r;
 
-	CHECK(lpm_parse_route("10.1.0.0/16=3", &prefix, &depth, &nh) == 0);
-	CHECK(prefix == 0x0a010000 && depth == 16 && nh == 3);
-	CHECK(lpm_parse_route("0.0.0.0/0=1", &prefix, &depth, &nh) == 0);
-	CHECK(prefix == 0 && depth == 0 && nh == 1);
-	CHECK(lpm_parse_route("192.168.1.7 2\n", &prefix, &depth, &nh) == 0);
-	CHECK(prefix == 0xc0a80107 && depth == 32 && nh == 2);
-	CHECK(lpm_parse_route("10.0.0.0/8 = next", &prefix, &depth, &nh) == 0);
-	CHECK(nh == LPM_NH_NEXT);
-	CHECK(lpm_parse_route("10.0.0.1/8=1", &prefix, &depth, &nh) == -EINVAL); /* host bits */
-	CHECK(lpm_parse_route("10.0.0.0/33=1", &prefix, &depth, &nh) == -EINVAL);
-	CHECK(lpm_parse_route("10.0.0.0/=1", &prefix, &depth, &nh) == -EINVAL);
-	CHECK(lpm_parse_route("10.0.0/8=1", &prefix, &depth, &nh) == -EINVAL);
-	CHECK(lpm_parse_route("10.0.0.0/8", &prefix, &depth, &nh) == -EINVAL); /* no port */
-	CHECK(lpm_parse_route("10.0.0.0/8=-1", &prefix, &depth, &nh) == -EINVAL);
-	CHECK(lpm_parse_route("10.0.0.0/8=65535", &prefix, &depth, &nh) == -EINVAL);
-	CHECK(lpm_parse_route("10.0.0.0/8=1x", &prefix, &depth, &nh) == -EINVAL);
-	CHECK(lpm_parse_route("10.0.0.0/8=nextx", &prefix, &depth, &nh) == -EINVAL);
-	CHECK(lpm_parse_route("", &prefix, &depth, &nh) == -EINVAL);
+	CHECK(lpm_parse_route("10.1.0.0/16=3", &r) == 0);
+	CHECK(r.family == AF_INET && r.v4 == 0x0a010000 && r.depth == 16 && r.nh == 3);
+	CHECK(lpm_parse_route("0.0.0.0/0=1", &r) == 0);
+	CHECK(r.v4 == 0 && r.depth == 0 && r.nh == 1);
+	CHECK(lpm_parse_route("192.168.1.7 2\n", &r) == 0);
+	CHECK(r.v4 == 0xc0a80107 && r.depth == 32 && r.nh == 2);
+	CHECK(lpm_parse_route("10.0.0.0/8 = next", &r) == 0);
+	CHECK(r.nh == LPM_NH_NEXT);
+	CHECK(lpm_parse_route("10.0.0.1/8=1", &r) == -EINVAL); /* host bits */
+	CHECK(lpm_parse_route("10.0.0.0/33=1", &r) == -EINVAL);
+	CHECK(lpm_parse_route("10.0.0.0/=1", &r) == -EINVAL);
+	CHECK(lpm_parse_route("10.0.0/8=1", &r) == -EINVAL);
+	CHECK(lpm_parse_route("10.0.0.0/8", &r) == -EINVAL); /* no port */
+	CHECK(lpm_parse_route("10.0.0.0/8=-1", &r) == -EINVAL);
+	CHECK(lpm_parse_route("10.0.0.0/8=65535", &r) == -EINVAL);
+	CHECK(lpm_parse_route("10.0.0.0/8=1x", &r) == -EINVAL);
+	CHECK(lpm_parse_route("10.0.0.0/8=nextx", &r) == -EINVAL);
+	CHECK(lpm_parse_route("", &r) == -EINVAL);
+
+	/* IPv6 through the same option. */
+	CHECK(lpm_parse_route("fd00:1::/32=4", &r) == 0);
+	CHECK(r.family == AF_INET6 && r.depth == 32 && r.nh == 4);
+	CHECK(memcmp(r.addr, fd00_1, 16) == 0);
+	CHECK(lpm_parse_route("::/0 next", &r) == 0 && r.family == AF_INET6 && r.depth == 0);
+	CHECK(r.nh == LPM_NH_NEXT);
+	CHECK(lpm_parse_route("2001:db8::1=7", &r) == 0 && r.depth == 128 && r.addr[15] == 1);
+	CHECK(lpm_parse_route("fd00::8000:0:0:0/65=1", &r) == 0 && r.depth == 65);
+	CHECK(lpm_parse_route("fd00::8000:0:0:0/64=1", &r) == -EINVAL); /* bit 64 set */
+	CHECK(lpm_parse_route("fd00::1/127=1", &r) == -EINVAL);
+	CHECK(lpm_parse_route("fd00::/129=1", &r) == -EINVAL);
+	CHECK(lpm_parse_route("fd00:::/8=1", &r) == -EINVAL);
+	CHECK(lpm_parse_route("::ffff:10.0.0.0/104=2", &r) == 0 && r.family == AF_INET6);
+}
+
+struct route6 {
+	uint8_t prefix[16];
+	unsigned int depth;
+	uint32_t nh;
+};
+
+static bool
+in_prefix6(const uint8_t *a, const uint8_t *p, unsigned int depth)
+{
+	unsigned int i;
+
+	for (i = 0; i < depth / 8; i++)
+		if (a[i] != p[i])
+			return false;
+	return depth % 8 == 0 || ((a[i] ^ p[i]) & (uint8_t)(0xff00 >> (depth % 8))) == 0;
+}
+
+static void
+mask6(uint8_t *a, unsigned int depth)
+{
+	for (unsigned int i = 0; i < 16; i++) {
+		if (i * 8 >= depth)
+			a[i] = 0;
+		else if (i * 8 + 8 > depth)
+			a[i] &= (uint8_t)(0xff00 >> (depth % 8));
+	}
+}
+
+static int
+brute_lookup6(const struct route6 *r, unsigned int n, const uint8_t *addr)
+{
+	int best = -1, best_depth = -1;
+
+	for (unsigned int i = 0; i < n; i++) {
+		if (in_prefix6(addr, r[i].prefix, r[i].depth) && (int)r[i].depth >= best_depth) {
+			best = (int)r[i].nh;
+			best_depth = (int)r[i].depth;
+		}
+	}
+	return best < 0 ? -ENOENT : best;
+}
+
+/* A random address near the routes: mostly under fd00::/16 and 2001:db8::/32
+ * with few distinct bytes, so that prefixes nest and share nodes deep down. */
+static void
+rand_addr6(uint8_t *a)
+{
+	for (unsigned int i = 0; i < 16; i++)
+		a[i] = (uint8_t)(rng() % 4 == 0 ? rng() : rng() % 3);
+	if (rng() % 2) {
+		a[0] = 0xfd, a[1] = 0x00;
+	} else if (rng() % 2) {
+		a[0] = 0x20, a[1] = 0x01, a[2] = 0x0d, a[3] = 0xb8;
+	}
+}
+
+static void
+test_ipv6_known_routes(void)
+{
+	struct lpm lpm;
+	struct lpm_route r;
+	uint8_t a[16];
+
+	CHECK(lpm_init(&lpm) == 0);
+	inet_pton(AF_INET6, "fd00::1", a);
+	CHECK(lpm6_lookup(&lpm, a) == -ENOENT);
+	CHECK(lpm_parse_route("fd00::/8=1", &r) == 0 && lpm6_add(&lpm, r.addr, r.depth, r.nh) == 0);
+	CHECK(lpm_parse_route("fd00:1::/32=2", &r) == 0 &&
+	      lpm6_add(&lpm, r.addr, r.depth, r.nh) == 0);
+	CHECK(lpm_parse_route("fd00:1:0:0:8000::/65=3", &r) == 0 &&
+	      lpm6_add(&lpm, r.addr, r.depth, r.nh) == 0);
+	CHECK(lpm_parse_route("fd00:1::5=4", &r) == 0 &&
+	      lpm6_add(&lpm, r.addr, r.depth, r.nh) == 0);
+	CHECK(lpm6_lookup(&lpm, a) == 1);
+	inet_pton(AF_INET6, "fd00:1::6", a);
+	CHECK(lpm6_lookup(&lpm, a) == 2);
+	inet_pton(AF_INET6, "fd00:1::5", a);
+	CHECK(lpm6_lookup(&lpm, a) == 4);
+	inet_pton(AF_INET6, "fd00:1::7fff:0:0:1", a); /* bit 64 clear */
+	CHECK(lpm6_lookup(&lpm, a) == 2);
+	inet_pton(AF_INET6, "fd00:1::8000:0:0:1", a); /* bit 64 set: the /65 */
+	CHECK(lpm6_lookup(&lpm, a) == 3);
+	inet_pton(AF_INET6, "fe80::1", a);
+	CHECK(lpm6_lookup(&lpm, a) == -ENOENT);
+	/* A default route added last hides none of them. */
+	CHECK(lpm_parse_route("::/0=9", &r) == 0 && lpm6_add(&lpm, r.addr, r.depth, r.nh) == 0);
+	CHECK(lpm6_lookup(&lpm, a) == 9);
+	inet_pton(AF_INET6, "fd00:1::5", a);
+	CHECK(lpm6_lookup(&lpm, a) == 4);
+	CHECK(lpm6_add(&lpm, a, 129, 1) == -EINVAL);
+	CHECK(lpm6_add(&lpm, a, 128, LPM_MAX_NH + 1) == -EINVAL);
+	lpm_free(&lpm);
+}
+
+/* Random IPv6 route sets against the brute force, as for IPv4: random
+ * addresses near the routes, and each route's first and last address and
+ * the ones just outside. */
+static void
+test_ipv6_matches_brute_force(void)
+{
+	enum { SETS = 30, MAX_ROUTES = 150, PROBES = 3000 };
+	static struct route6 routes[MAX_ROUTES];
+	unsigned int set, i, j, n, depth;
+	int mismatches = 0, misses = 0, hits = 0, add_failed = 0;
+	uint8_t a[16], probe[4][16];
+	struct lpm lpm;
+
+	for (set = 0; set < SETS; set++) {
+		n = 1 + rng() % MAX_ROUTES;
+		CHECK(lpm_init(&lpm) == 0);
+		for (i = 0; i < n; i++) {
+			/* Lengths everywhere, with the usual /32 /48 /56 /64 /128. */
+			static const unsigned int common[] = {32, 48, 56, 64, 128};
+
+			depth = rng() % 3 == 0 ? common[rng() % 5] : rng() % 129;
+			if (depth == 0 && set % 2 == 1)
+				depth = 16; /* half the sets have no default route */
+			rand_addr6(a);
+			mask6(a, depth);
+			memcpy(routes[i].prefix, a, 16);
+			routes[i].depth = depth;
+			routes[i].nh = rng() % 1000;
+			rand_addr6(a); /* bits past the prefix are ignored */
+			memcpy(a, routes[i].prefix, depth / 8);
+			if (depth % 8)
+				a[depth / 8] = (uint8_t)((a[depth / 8] & (0xff >> (depth % 8))) |
+							 routes[i].prefix[depth / 8]);
+			add_failed += lpm6_add(&lpm, a, depth, routes[i].nh) != 0;
+		}
+		for (i = 0; i < PROBES; i++) {
+			rand_addr6(a);
+			int want = brute_lookup6(routes, n, a), got = lpm6_lookup(&lpm, a);
+
+			mismatches += want != got;
+			misses += want < 0;
+			hits += want >= 0;
+		}
+		for (i = 0; i < n; i++) {
+			/* first, last, one below the first, one past the last */
+			memcpy(probe[0], routes[i].prefix, 16);
+			memcpy(probe[1], routes[i].prefix, 16);
+			for (j = routes[i].depth; j < 128; j++)
+				probe[1][j / 8] |= (uint8_t)(0x80 >> (j % 8));
+			memcpy(probe[2], probe[0], 16);
+			for (j = 16; j-- > 0 && probe[2][j]-- == 0;)
+				;
+			memcpy(probe[3], probe[1], 16);
+			for (j = 16; j-- > 0 && ++probe[3][j] == 0;)
+				;
+			for (j = 0; j < 4; j++)
+				mismatches += brute_lookup6(routes, n, probe[j]) !=
+					      lpm6_lookup(&lpm, probe[j]);
+		}
+		lpm_free(&lpm);
+	}
+	CHECK(add_failed == 0);
+	CHECK(mismatches == 0);
+	CHECK(misses > 0 && hits > 0);
 }
 
 static void
@@ -222,6 +397,8 @@ main(void)
 	test_known_routes();
 	test_matches_brute_force();
 	test_parse();
+	test_ipv6_known_routes();
+	test_ipv6_matches_brute_force();
 	test_ttl_checksum();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed == 0 ? 0 : 1;
