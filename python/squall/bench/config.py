@@ -235,15 +235,33 @@ def per_flow_noop(
     connections, `conns` open at once; flows end as soon as their NF is done
     (linger 0). Issue 4's activation experiments."""
     svc = Service("nf", "squall-nf-noop", instances=pool, ring_slots=64, spin_us=0)
+    return tcp_conns_config(name, svc, conns, pkts_per_conn, "per-flow", **manager)
+
+
+def tcp_conns_config(
+    name: str,
+    svc: Service,
+    conns: int,
+    pkts_per_conn: int,
+    assign: str,
+    staggered: bool = False,
+    **manager: Any,
+) -> dict[str, Any]:
+    """One service between the generator's short TCP connections (`conns`
+    open at once, `pkts_per_conn` packets each; staggered: new ones at an
+    even rate) and a net_null sink, flows spread by `assign`; flows end as
+    soon as their NF is done (linger 0)."""
     manager = {"flow_linger_ms": 0, "max_flows": 65536, "region_mb": 256, **manager}
     cfg = manager_config(
         name,
         ports=[GEN_PORT, OUT_PORT],
         services=[svc],
-        chains=[{"name": "c", "services": ["nf"]}],
-        rules=[{"in_port": "in", "chain": "c", "out_port": "out", "assign": "per-flow"}],
+        chains=[{"name": "c", "services": [svc.name]}],
+        rules=[{"in_port": "in", "chain": "c", "out_port": "out", "assign": assign}],
         gen=generator([64], flows=conns, rate_pps=0),
         **manager,
     )
     cfg["generator"]["tcp_flow_pkts"] = pkts_per_conn
+    if staggered:
+        cfg["generator"]["tcp_start"] = "staggered"
     return cfg
