@@ -243,19 +243,36 @@ def figure(
     rates: list[int],
 ) -> None:
     series = []
+    styles = ["-o", "--s", ":^", "-.D"]
     for i, case in enumerate(cases):
         sp = [spread(r["cps"] for r in rows[case, rate]) for rate in rates]
+        label = case.replace("_", " ").replace("per flow", "per-flow")
+        xs = [float(r) for r in rates]
         series.append(
             Series(
-                case.replace("_", " ").replace("per flow", "per-flow"),
-                [float(r) for r in rates],
+                label,
+                xs,
                 [s["median"] for s in sp],
                 [s["min"] for s in sp],
                 [s["max"] for s in sp],
-                "-o",
+                styles[i % len(styles)],
                 color=f"C{i}",
-            )
+            )  # fmt: skip
         )
+        # Trials that did not count: a drop before the NF, a connection not
+        # taken, or the generator short of the rate.
+        bad = [(float(r["conns_per_s_offered"]), r["cps"]) for rate in rates
+               for r in rows[case, rate] if not r["clean"]]  # fmt: skip
+        if bad:
+            series.append(
+                Series(
+                    f"{label}: not clean",
+                    [b[0] for b in bad],
+                    [b[1] for b in bad],
+                    style="x",
+                    color=f"C{i}",
+                )  # fmt: skip
+            )
     series.append(
         Series(
             "offered",
@@ -275,11 +292,9 @@ def figure(
             "connections offered per second",
             "connections taken per second",
             series,
-            xscale="log",
-            yscale="log",
             caption="Each point one trial from idle to idle with a fresh manager; "
-            "taken = committed (conntrack) or translated (nat). Error bars min..max over "
-            "repetitions.",
+            "taken = committed (conntrack) or translated (nat); x: a trial with drops or "
+            "connections not taken. Error bars min..max over repetitions.",
         )
     )
 
