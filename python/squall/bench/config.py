@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -92,12 +93,49 @@ class Service:
         return d
 
 
-NF_KINDS = ("fwd", "l3fwd", "firewall", "noop", "conntrack", "nat", "lb")
+NF_KINDS = ("fwd", "l3fwd", "firewall", "noop", "conntrack", "nat", "lb", "dpi")
+
+# squall-nf-dpi --rules for benchmarks: 10 rules, as the firewall has 10, of
+# the kinds an IDS carries (literals, case-insensitive, classes, anchors).
+# None matches what the generator sends (its payloads are the zeros of fresh
+# buffers, or the bytes of earlier frames' headers), so no flow is dropped or
+# tagged and every payload is scanned to its end.
+DPI_RULES = r"""# squall-bench: rules that match nothing in generated traffic
+1 drop /evil-payload/i
+2 drop /X5O!P%@AP\[4\\PZX54\(P\^\)7CC\)7\}\$EICAR/
+3 tag /^GET \/admin\//
+4 drop /cmd\.exe/i
+5 drop /\/etc\/passwd/
+6 drop /union\s+select/i
+7 tag /User-Agent: sqlmap/i
+8 drop /<script>alert\(/i
+9 tag /BitTorrent protocol/
+10 drop /wget\s+http:\/\/[a-z0-9.]+\/[a-z]+\.sh/i
+"""
+DPI_RULES_FILE = "dpi-nomatch.rules"
 
 
-def nf_service(kind: str, name: str | None = None, *, out: int | None = None, **kw: Any) -> Service:
+def dpi_rules(workdir: Path) -> Path:
+    """DPI_RULES written in workdir (which NFs may read: the runner makes it
+    0711), for squall-nf-dpi --rules."""
+    path = workdir / DPI_RULES_FILE
+    if not path.exists():
+        path.write_text(DPI_RULES)
+        path.chmod(0o644)
+    return path
+
+
+def nf_service(
+    kind: str,
+    name: str | None = None,
+    *,
+    out: int | None = None,
+    workdir: Path | None = None,
+    **kw: Any,
+) -> Service:
     """A standard NF. out: l3fwd's matching route sends to this port index
-    (sq_out), else on along the chain ("next")."""
+    (sq_out), else on along the chain ("next"). workdir: where an NF's file
+    (dpi's rules) is written; needed for dpi."""
     name = name or kind
     if kind == "fwd":
         return Service(name, "squall-nf-fwd", **kw)
@@ -126,6 +164,10 @@ def nf_service(kind: str, name: str | None = None, *, out: int | None = None, **
         return Service(
             name, "squall-nf-lb", ["--vip=udp:192.0.2.80:80", "--backend=10.1.0.1:80"], **kw
         )
+    if kind == "dpi":
+        if workdir is None:
+            raise ValueError("the dpi NF needs workdir= for its rules file")
+        return Service(name, "squall-nf-dpi", ["--rules", str(dpi_rules(workdir))], **kw)
     raise ValueError(f"unknown NF kind {kind!r}: one of {', '.join(NF_KINDS)}")
 
 
@@ -193,15 +235,33 @@ def per_flow_noop(
     connections, `conns` open at once; flows end as soon as their NF is done
     (linger 0). Issue 4's activation experiments."""
     svc = Service("nf", "squall-nf-noop", instances=pool, ring_slots=64, spin_us=0)
+    return tcp_conns_config(name, svc, conns, pkts_per_conn, "per-flow", **manager)
+
+
+def tcp_conns_config(
+    name: str,
+    svc: Service,
+    conns: int,
+    pkts_per_conn: int,
+    assign: str,
+    staggered: bool = False,
+    **manager: Any,
+) -> dict[str, Any]:
+    """One service between the generator's short TCP connections (`conns`
+    open at once, `pkts_per_conn` packets each; staggered: new ones at an
+    even rate) and a net_null sink, flows spread by `assign`; flows end as
+    soon as their NF is done (linger 0)."""
     manager = {"flow_linger_ms": 0, "max_flows": 65536, "region_mb": 256, **manager}
     cfg = manager_config(
         name,
         ports=[GEN_PORT, OUT_PORT],
         services=[svc],
-        chains=[{"name": "c", "services": ["nf"]}],
-        rules=[{"in_port": "in", "chain": "c", "out_port": "out", "assign": "per-flow"}],
+        chains=[{"name": "c", "services": [svc.name]}],
+        rules=[{"in_port": "in", "chain": "c", "out_port": "out", "assign": assign}],
         gen=generator([64], flows=conns, rate_pps=0),
         **manager,
     )
     cfg["generator"]["tcp_flow_pkts"] = pkts_per_conn
+    if staggered:
+        cfg["generator"]["tcp_start"] = "staggered"
     return cfg

@@ -53,16 +53,27 @@ class Squall:
         xdp_args: str = "",
         direct: bool = False,
         manager: dict[str, Any] | None = None,
+        services: Sequence[config.Service] | None = None,
+        reverse_return: bool = False,
+        snat_neighbour: bool = False,
     ) -> None:
+        """services: the chain's services as given, in place of kinds';
+        reverse_return: the server's packets pass the chain the other way
+        round (a NAT before a conntrack, as each expects its own tuples);
+        snat_neighbour: ns server reaches peers.SNAT_IP at the client's MAC
+        while the system runs (a chain that SNATs the client to it)."""
         self.name = name
         self.workdir = workdir
         self.mgr_name = mgr_name
-        self.kinds = list(kinds)
+        self.services = list(services) if services is not None else None
+        self.kinds = [s.name for s in services] if services is not None else list(kinds)
         self.port_kind = port_kind
         self.mode = mode
         self.xdp_args = xdp_args  # appended to the af_xdp devargs: ",busy_budget=0"
         self.direct = direct  # a direct chain (NF to NF, mgr/lane.h)
         self.manager_keys = dict(manager or {})  # manager: keys over the defaults
+        self.reverse_return = reverse_return
+        self.snat_neighbour = snat_neighbour
         self.manager: Manager | None = None
 
     def describe(self) -> str:
@@ -85,12 +96,22 @@ class Squall:
 
         services = []
         for i, k in enumerate(self.kinds):
-            if k == "l3fwd":
+            if self.services is not None:
+                services.append(self.services[i])
+            elif k == "l3fwd":
                 services.append(
                     config.Service(f"s{i}", "squall-nf-l3fwd", list(NETNS_ROUTES), mode=self.mode)
                 )
             else:
-                services.append(config.nf_service(k, f"s{i}", mode=self.mode))
+                services.append(config.nf_service(k, f"s{i}", mode=self.mode, workdir=self.workdir))
+        names = [s.name for s in services]
+        back = "r" if self.reverse_return else "c"
+        chains: list[dict[str, Any]] = [{"name": "c", "services": names}]
+        if self.reverse_return:
+            chains.append({"name": "r", "services": names[::-1]})
+        if self.direct and len(names) > 1:
+            for ch in chains:
+                ch["direct"] = True
         return config.manager_config(
             self.mgr_name,
             ports=[
@@ -98,16 +119,10 @@ class Squall:
                 {"name": "server", "devargs": devargs(1, SERVER_END)},
             ],
             services=services,
-            chains=[
-                {
-                    "name": "c",
-                    "services": [s.name for s in services],
-                    **({"direct": True} if self.direct and len(services) > 1 else {}),
-                }
-            ],
+            chains=chains,
             rules=[
                 {"in_port": "client", "chain": "c", "out_port": "server"},
-                {"in_port": "server", "chain": "c", "out_port": "client"},
+                {"in_port": "server", "chain": back, "out_port": "client"},
             ],
             **self.manager_keys,
         )
@@ -119,8 +134,16 @@ class Squall:
         self.stop()
         self.manager = Manager(self.workdir, self.config())
         self.manager.start()
+        if self.snat_neighbour:
+            from squall.bench.peers.common import snat_neighbour
+
+            snat_neighbour(True)
 
     def stop(self) -> None:
+        if self.snat_neighbour:
+            from squall.bench.peers.common import snat_neighbour
+
+            snat_neighbour(False)
         if self.manager is not None:
             self.manager.cleanup()
             self.manager = None

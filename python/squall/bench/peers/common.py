@@ -155,3 +155,36 @@ def wait_until(check: Callable[[], str | None], timeout: float, what: str) -> No
         if time.monotonic() > deadline:
             raise PeerError(f"{what} not ready after {timeout:g} s: {missing}")
         time.sleep(POLL_S)
+
+
+# ------------------------------------------------------------------ stateful peers
+
+CLIENT_NS, SERVER_NS = "client", "server"
+CLIENT_IP, SERVER_IP = "10.77.0.1", "10.77.0.2"
+CLIENT_DEV, SERVER_DEV = "sq-c0", "sq-s0"
+# The stateful peers' and Squall's conntrack allow new connections from the
+# client to these server ports (iperf3, the benchmarks' HTTP server) and ICMP
+# echo; anything else new is dropped, established and related pass.
+ALLOWED_TCP_PORTS = (5201, 8080)
+# The address SNAT gives the client's connections on the server side: the
+# server reaches it at the client's MAC (a static neighbour, as a router's
+# gateway address would be learned), so an L2 path (Squall, OVS) carries it
+# as a routed one (the kernel's, which owns the address) does.
+SNAT_IP = "10.77.0.254"
+
+
+def mac_of(dev: str, ns: str) -> str:
+    info = link(dev, ns)
+    if info is None or "address" not in info:
+        raise PeerError(f"{dev} not found in ns {ns}: run scripts/netns.sh up first")
+    return str(info["address"])
+
+
+def snat_neighbour(on: bool) -> None:
+    """In ns server, SNAT_IP at the client's MAC (on), or no such entry."""
+    if on:
+        mac = mac_of(CLIENT_DEV, CLIENT_NS)
+        run(["ip", "-n", SERVER_NS, "neigh", "replace", SNAT_IP, "lladdr", mac, "nud",
+             "permanent", "dev", SERVER_DEV])  # fmt: skip
+    elif ns_exists(SERVER_NS) and link(SERVER_DEV, SERVER_NS) is not None:
+        why_not(["ip", "-n", SERVER_NS, "neigh", "del", SNAT_IP, "dev", SERVER_DEV])

@@ -9,6 +9,13 @@ database, sockets and logs in a temporary directory (no systemd, nothing in
 The ends are attached the way Squall attaches them, DPDK's net_af_xdp; if OVS
 refuses that, OVS's own AF_XDP netdev (type=afxdp), then DPDK's net_af_packet.
 `port_kind` tells which one carried the run, `port_errors` why the others did not.
+
+ovs-ct and ovs-ct-nat (OvsDpdkCt) replace the learning switch's one flow with
+a stateful firewall in OpenFlow: IP goes through the userspace datapath's
+connection tracker (ct(zone=1), with ct(nat) for the NAT variant), then
+established and related pass, invalid is dropped, and a new connection from
+the client to an allowed port (or an ICMP echo) is committed, in the NAT
+variant with nat(src=SNAT_IP), and passes; everything else new is dropped.
 """
 
 from __future__ import annotations
@@ -25,15 +32,18 @@ from pathlib import Path
 from typing import Any
 
 from .common import (
+    ALLOWED_TCP_PORTS,
     CLIENT_END,
     POLL_S,
     SERVER_END,
+    SNAT_IP,
     PeerError,
     link,
     missing_tool,
     not_root,
     require_free_end,
     run,
+    snat_neighbour,
     why_not,
 )
 
@@ -41,6 +51,8 @@ VSWITCHD_DPDK = Path("/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk")
 SCHEMA = Path("/usr/share/openvswitch/vswitch.ovsschema")
 DPDK_RUNTIME = Path("/var/run/dpdk")
 DPDK_INIT_TIMEOUT_S = 30.0
+# What dump-flows adds to a flow: counters and ages.
+STATS_FIELDS = re.compile(r"\b(cookie|duration|n_packets|n_bytes|idle_age|hard_age)=[^,\s]*,?\s*")
 EXIT_TIMEOUT_S = 10.0
 
 # Port kinds in order of preference: name -> Interface columns for end number i.
@@ -268,8 +280,23 @@ class OvsDpdk:
             )
         mgmt = f"unix:{self._path(self.bridge + '.mgmt')}"
         run(["ovs-ofctl", "del-flows", mgmt])
-        run(["ovs-ofctl", "add-flow", mgmt, "priority=0,actions=NORMAL"])
+        run(["ovs-ofctl", "add-flows", mgmt, "-"], stdin="\n".join(self.flows()) + "\n")
         self._wait_links_up()
+
+    def flows(self) -> list[str]:
+        """The OpenFlow table: a learning switch."""
+        return ["priority=0,actions=NORMAL"]
+
+    def flow_stats(self) -> dict[str, int]:
+        """Packets per flow (match and actions), for the run's records."""
+        mgmt = f"unix:{self._path(self.bridge + '.mgmt')}"
+        found: dict[str, int] = {}
+        for line in run(["ovs-ofctl", "dump-flows", mgmt]).splitlines():
+            m = re.search(r"n_packets=(\d+)", line)
+            if m:
+                flow = STATS_FIELDS.sub("", line.strip())
+                found[flow] = found.get(flow, 0) + int(m.group(1))
+        return found
 
     def _add_ports(self, columns: tuple[str, ...]) -> str | None:
         """Add both ends as ports of one kind; None if both attached, else OVS's error."""
@@ -352,3 +379,64 @@ class OvsDpdk:
                 shutil.rmtree(pin, ignore_errors=True)
         self._saved = {}
         return errors
+
+
+CT_ZONE = 1
+
+
+class OvsDpdkCt(OvsDpdk):
+    """OVS-DPDK with ct() flows: a stateful firewall, and SNAT if nat."""
+
+    def __init__(
+        self,
+        nat: bool = False,
+        allowed_tcp_ports: tuple[int, ...] = ALLOWED_TCP_PORTS,
+        **kw: Any,
+    ):
+        super().__init__(**kw)
+        self.name = "ovs-ct-nat" if nat else "ovs-ct"
+        self.nat = nat
+        self.allowed_tcp_ports = allowed_tcp_ports
+
+    def describe(self) -> str:
+        return "OVS-DPDK (userspace datapath), OpenFlow ct(commit)" + (
+            " + ct(nat)" if self.nat else ""
+        )
+
+    def flows(self) -> list[str]:
+        z = f"zone={CT_ZONE}"
+        # Table 0 sends IP to the tracker (un-NATting a known connection's
+        # packets on the way), table 1 decides on the state it found.
+        track = f"ct(table=1,{z},nat)" if self.nat else f"ct(table=1,{z})"
+        commit = f"ct(commit,{z},nat(src={SNAT_IP}))" if self.nat else f"ct(commit,{z})"
+        client = self.ends[0]
+        new = f"ct_state=+trk+new,in_port={client}"
+        flows = [
+            "table=0,priority=100,arp,actions=NORMAL",
+            f"table=0,priority=100,ip,actions={track}",
+            "table=0,priority=0,actions=drop",
+            "table=1,priority=100,ct_state=+trk+est,ip,actions=NORMAL",
+            "table=1,priority=100,ct_state=+trk+rel,ip,actions=NORMAL",
+            "table=1,priority=100,ct_state=+trk+inv,ip,actions=drop",
+        ]
+        flows += [
+            f"table=1,priority=90,{new},tcp,tp_dst={port},actions={commit},NORMAL"
+            for port in self.allowed_tcp_ports
+        ]
+        flows.append(f"table=1,priority=90,{new},icmp,icmp_type=8,actions={commit},NORMAL")
+        flows.append("table=1,priority=0,actions=drop")
+        return flows
+
+    def start(self) -> None:
+        super().start()
+        if self.nat:
+            try:
+                snat_neighbour(True)
+            except BaseException:
+                self.stop()
+                raise
+
+    def stop(self) -> None:
+        if self.nat:
+            snat_neighbour(False)
+        super().stop()
