@@ -91,9 +91,9 @@ def test_a_target_series_is_a_line_across_the_plot(tmp_path: Path) -> None:
 
 
 def test_tick_labels_are_exact() -> None:
-    """1.5k and 2M where exact; a 1024 or 1518 B frame reads as it is."""
-    got = [plots._tick(v) for v in (64, 1024, 1518, 1500, 2000, 10000, 2.5e6, 0.5)]
-    assert got == ["64", "1024", "1518", "1.5k", "2k", "10k", "2.5M", "0.5"], got
+    """1.5k and 2M where exact to two decimals; a 1024 or 1518 B frame reads as it is."""
+    got = [plots._tick(v) for v in (64, 1024, 1518, 1500, 1750, 2000, 10000, 2.5e6, 0.5)]
+    assert got == ["64", "1024", "1518", "1.5k", "1.75k", "2k", "10k", "2.5M", "0.5"], got
 
 
 def test_a_one_point_target_is_a_star_not_a_line(tmp_path: Path) -> None:

@@ -7,8 +7,8 @@ series labelled "target..." (the experiment draws it), or one of
 TARGET_LINES for figures published before targets were drawn. A target that
 holds at one x only (a series labelled "target..." of one point, or one of
 TARGET_POINTS) is a black star there, not a line. Axis numbers read 1.5k /
-2M when that is exact, else in full (a 1024 B frame reads 1024, not
-1.024k); a legend of more than three entries goes under the plot, so it
+2M when that is exact to two decimals, else in full (a 1024 B frame reads
+1024, not 1.024k); a legend of more than three entries goes under the plot, so it
 never hides a line.
 """
 
@@ -60,12 +60,12 @@ def _num(v: Any) -> float:
 
 
 def _tick(v: float) -> str:
-    """1500 -> 1.5k, 2000000 -> 2M; 1024 and 1518 as they are (no exact
-    short form with one decimal)."""
+    """1500 -> 1.5k, 1750 -> 1.75k, 2000000 -> 2M; 1024 and 1518 as they are
+    (no exact short form with two decimals)."""
     for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(v) >= div:
             short = v / div
-            if abs(short * 10 - round(short * 10)) < 1e-9:
+            if abs(short * 100 - round(short * 100)) < 1e-9:
                 return f"{short:g}{unit}"
             return f"{v:.0f}" if float(v).is_integer() else f"{v:g}"
     return f"{v:g}"
