@@ -13,6 +13,9 @@
 
 struct mgr_guard mgr_guard;
 
+#define GUARD_FIELD_KEY(e, k) k,
+const char *const mgr_guard_field_keys[GUARD_FIELD_MAX] = {GUARD_FOREACH_FIELD(GUARD_FIELD_KEY)};
+
 struct layout {
 	struct mgr_guard *g;
 	int err;

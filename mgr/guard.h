@@ -34,6 +34,21 @@
 #define SQ_GUARD_CHECKS 1
 #endif
 
+/* Header fields a take found rewritten and restored: the key in stats
+ * "headers_restored" (lengths it cannot restore drop the packet instead, as
+ * bad_mbuf). */
+#define GUARD_FOREACH_FIELD(X)  \
+	X(BUF_ADDR, "buf_addr") \
+	X(BUF_IOVA, "buf_iova") \
+	X(BUF_LEN, "buf_len")   \
+	X(POOL, "pool")         \
+	X(NEXT, "next")         \
+	X(NB_SEGS, "nb_segs")   \
+	X(REFCNT, "refcnt")
+#define GUARD_FIELD_ENUM(e, k) GUARD_F_##e,
+enum guard_field { GUARD_FOREACH_FIELD(GUARD_FIELD_ENUM) GUARD_FIELD_MAX };
+extern const char *const mgr_guard_field_keys[GUARD_FIELD_MAX];
+
 struct mgr_guard {
 	/* The pool's objects: runs of equally spaced mbufs (one per memory
 	 * chunk of the pool: a page, or IO-contiguous pages), each from its
@@ -60,6 +75,8 @@ struct mgr_guard {
 	struct rte_mempool *pool;
 	uint16_t priv_size;
 	uint16_t buf_len;
+	/* takes that restored each field (a packet may count in several) */
+	uint64_t restored[GUARD_FIELD_MAX];
 };
 
 /* The one pool's guard (a manager has one pool; mgr_drop has no manager). */
@@ -159,24 +176,44 @@ mgr_guard_owner(uint32_t idx)
 
 /* The fields a free, a PMD and the manager rely on, as the pool made them,
  * of one segment on its own (an NF has no reason to change any): compared,
- * and written only if one differs, so a good packet dirties no line. */
-static inline void
+ * and written only if one differs, so a good packet dirties no line.
+ * @return the fields that differed, a bit (1 << enum guard_field) each. */
+static inline uint32_t
 mgr_guard_restore(struct rte_mbuf *m, uint32_t idx)
 {
 	const struct mgr_guard *g = &mgr_guard;
+	char *addr = (char *)m + sizeof(*m) + g->priv_size;
+	uint32_t bad;
 
-	if (unlikely(m->buf_addr != (char *)m + sizeof(*m) + g->priv_size ||
-		     rte_mbuf_iova_get(m) != g->buf_iova[idx] || m->buf_len != g->buf_len ||
-		     m->pool != g->pool || m->next != NULL || m->nb_segs != 1 ||
-		     rte_mbuf_refcnt_read(m) != 1)) {
-		m->buf_addr = (char *)m + sizeof(*m) + g->priv_size;
-		rte_mbuf_iova_set(m, g->buf_iova[idx]);
-		m->buf_len = g->buf_len;
-		m->pool = g->pool;
-		m->next = NULL;
-		m->nb_segs = 1;
-		rte_mbuf_refcnt_set(m, 1);
-	}
+	if (likely(m->buf_addr == addr && rte_mbuf_iova_get(m) == g->buf_iova[idx] &&
+		   m->buf_len == g->buf_len && m->pool == g->pool && m->next == NULL &&
+		   m->nb_segs == 1 && rte_mbuf_refcnt_read(m) == 1))
+		return 0;
+	bad = (uint32_t)(m->buf_addr != addr) << GUARD_F_BUF_ADDR |
+	      (uint32_t)(rte_mbuf_iova_get(m) != g->buf_iova[idx]) << GUARD_F_BUF_IOVA |
+	      (uint32_t)(m->buf_len != g->buf_len) << GUARD_F_BUF_LEN |
+	      (uint32_t)(m->pool != g->pool) << GUARD_F_POOL |
+	      (uint32_t)(m->next != NULL) << GUARD_F_NEXT |
+	      (uint32_t)(m->nb_segs != 1) << GUARD_F_NB_SEGS |
+	      (uint32_t)(rte_mbuf_refcnt_read(m) != 1) << GUARD_F_REFCNT;
+	m->buf_addr = addr;
+	rte_mbuf_iova_set(m, g->buf_iova[idx]);
+	m->buf_len = g->buf_len;
+	m->pool = g->pool;
+	m->next = NULL;
+	m->nb_segs = 1;
+	rte_mbuf_refcnt_set(m, 1);
+	return bad;
+}
+
+/* What a take restored, counted per field: a rewrite is no drop (the packet
+ * goes on), but it is counted all the same. */
+static inline void
+guard_count_restored(uint32_t bad)
+{
+	for (uint32_t f = 0; f < GUARD_FIELD_MAX; f++)
+		if (bad & (UINT32_C(1) << f))
+			mgr_guard.restored[f]++;
 }
 
 /* A segment's own bytes lie within its buffer. */
@@ -196,7 +233,7 @@ static inline enum guard_take
 guard_take_chain(struct rte_mbuf *head, struct rte_mbuf *next, uint16_t nb_segs, uint32_t nf_id)
 {
 	struct rte_mbuf *last = head;
-	uint32_t len = head->data_len, n = 1;
+	uint32_t len = head->data_len, n = 1, bad;
 	bool ok = guard_seg_len_ok(head);
 
 	while (next != NULL) {
@@ -210,7 +247,9 @@ guard_take_chain(struct rte_mbuf *head, struct rte_mbuf *next, uint16_t nb_segs,
 		mgr_guard.owner[idx] = 0;
 		next = s->next;
 		s->next = NULL;
-		mgr_guard_restore(s, idx);
+		bad = mgr_guard_restore(s, idx);
+		if (unlikely(bad != 0))
+			guard_count_restored(bad);
 		ok = ok && guard_seg_len_ok(s);
 		len += s->data_len;
 		last->next = s;
@@ -231,7 +270,7 @@ static inline enum guard_take
 mgr_guard_take(struct rte_mbuf *m, uint32_t nf_id)
 {
 	const struct mgr_guard *g = &mgr_guard;
-	uint32_t idx = mgr_guard_index(m), owner;
+	uint32_t idx = mgr_guard_index(m), owner, bad;
 	struct rte_mbuf *next;
 	uint16_t nb_segs;
 
@@ -247,7 +286,12 @@ mgr_guard_take(struct rte_mbuf *m, uint32_t nf_id)
 	g->owner[idx] = 0;
 	next = m->next;
 	nb_segs = m->nb_segs;
-	mgr_guard_restore(m, idx);
+	bad = mgr_guard_restore(m, idx);
+	/* (a chain's head has its links and count: the chain's walk checks them) */
+	if (owner & GUARD_CHAIN)
+		bad &= ~(UINT32_C(1) << GUARD_F_NEXT | UINT32_C(1) << GUARD_F_NB_SEGS);
+	if (unlikely(bad != 0))
+		guard_count_restored(bad);
 	/* Only a chain given is followed: a single mbuf's links are reset. */
 	if (unlikely(owner & GUARD_CHAIN))
 		return guard_take_chain(m, next, nb_segs, nf_id);

@@ -106,6 +106,8 @@ fill_hdr(struct mgr_iso *iso, const struct layout *l)
 	hdr->mgr_pid = 0;
 	atomic_store(&hdr->mgr_state, SQ_MGR_RUNNING);
 	memcpy(hdr->name, iso->name, sizeof(hdr->name));
+	hdr->n_ports = iso->n_ports;
+	memcpy(hdr->port_names, iso->port_names, sizeof(hdr->port_names));
 	atomic_thread_fence(memory_order_release);
 	hdr->magic = SQ_REGION_MAGIC;
 }

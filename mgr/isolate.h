@@ -53,7 +53,11 @@ struct mgr_iso {
 	uint32_t ring_slots;
 	uint64_t tsc_hz;
 	char name[SQ_NAME_LEN]; /* the header's, written again at each restart */
-	uint32_t *free;         /* indexes of private mbufs the NF does not hold */
+	/* The manager's port names, as in the shared header: an NF names ports
+	 * in its rules (conntrack's `bind PORT`), isolated or not. */
+	uint32_t n_ports;
+	char port_names[16][SQ_NAME_LEN];
+	uint32_t *free; /* indexes of private mbufs the NF does not hold */
 	uint32_t n_free;
 	struct rte_mbuf **parked; /* per private mbuf: the original it carries; NULL: free */
 	/* What the copies did (the manager's own counts). */

@@ -517,7 +517,7 @@ mgr_nfs_spawn(struct mgr *mgr, struct mgr_nf *nf)
 		sp.set_user = geteuid() == 0;
 		sp.uid = SQ_SANDBOX_UID_BASE + nf->id;
 		sp.gid = sp.gid != 0 ? sp.gid : 65534; /* (nogroup, not root's) */
-		sp.filter = mgr_sandbox_filter();
+		sp.filter = mgr_sandbox_filter(cs->sandbox == SQ_SANDBOX_ISOLATED);
 		sp.no_core = true;
 		sp.namespaces = cs->sandbox == SQ_SANDBOX_ISOLATED;
 	}
@@ -532,6 +532,8 @@ mgr_nfs_spawn(struct mgr *mgr, struct mgr_nf *nf)
 	if (nf->iso != NULL) {
 		/* Its private region as new: what the last process left there
 		 * was reclaimed (drop_ring), and it could have written any of it. */
+		nf->iso->n_ports = mgr->region->n_ports; /* (set after the regions) */
+		memcpy(nf->iso->port_names, mgr->region->port_names, sizeof(nf->iso->port_names));
 		mgr_iso_restart(nf->iso, drop_parked,
 				&(struct parked_drop){mgr, nf, SQ_DROP_NF_DIED});
 		nf->tx_cons = 0;

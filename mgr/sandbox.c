@@ -1,20 +1,33 @@
 /* SPDX-License-Identifier: BSD-3-Clause
- * sandbox: the seccomp filter of strict NFs (sandbox.h), built with
+ * sandbox: the seccomp filters of sandboxed NFs (sandbox.h), built with
  * libseccomp and exported as BPF once, so that a spawning child (which may
- * not allocate: it runs on the manager's memory until execve) only loads it.
+ * not allocate: it runs on the manager's memory until execve) only loads one.
  *
- * A deny list, not an allow list: an NF's own code (a crypto library, a
+ * Strict NFs get a deny list: a strict NF's own code (a crypto library, a
  * regex engine) makes system calls its author chose, and the filter must
  * stay right for every NF binary unchanged. What it denies is what reaches
  * beyond the NF: the network, other processes, children, the system, and
- * credentials. Each kills the whole NF process (SIGSYS), which the manager
- * reports as the NF's last exit ("signal 31") and handles by the service's
- * restart policy. Another architecture's system calls (int 0x80, x32) kill
- * it too, or they would pass the list by other numbers.
+ * credentials.
+ *
+ * Isolated NFs, the untrusted ones, get an allow list: what the dynamic
+ * loader and glibc's start make after execve, what libsquall's loop and the
+ * shipped NFs make (found with strace -f on each under traffic, and the
+ * loop's other paths: poll mode's sched_yield, a reload's file reads, a
+ * log line, exit), and nothing else. In a sanitizer build the runtime makes
+ * calls of its own (its shadow memory, /proc/self/maps, sigaltstack) that
+ * vary with its version: there isolated NFs get the deny list.
+ *
+ * Either way a call the filter forbids kills the whole NF process (SIGSYS),
+ * which the manager reports as the NF's last exit ("signal 31") and handles
+ * by the service's restart policy. Another architecture's system calls (int
+ * 0x80, x32) kill it too, or they would pass the list by other numbers.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <linux/filter.h>
 #include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -90,10 +103,72 @@ static const char *const denied[] = {
 	"capset",
 };
 
-static struct sock_fprog filter;
+/* What an isolated NF may call, with no condition on the arguments. */
+static const char *const allowed[] = {
+	/* execve itself (the filter is loaded before it), then the dynamic
+	 * loader and glibc's start: libraries opened, read and mapped */
+	"execve",
+	"brk",
+	"arch_prctl",
+	"access",
+	"openat",
+	"read",
+	"pread64",
+	"readlink",
+	"close",
+	"fstat",
+	"newfstatat",
+	"lseek",
+	"mmap",
+	"mprotect",
+	"munmap",
+	"set_tid_address",
+	"set_robust_list",
+	"rseq",
+	"getrandom",
+	"getpid",
+	/* libsquall's loop: a sleeping NF waits on its futex word, a polling
+	 * one yields; clock reads fall back from the vDSO to these */
+	"futex",
+	"sched_yield",
+	"clock_gettime",
+	"gettimeofday",
+	"nanosleep",
+	"clock_nanosleep",
+	/* malloc growing and trimming */
+	"madvise",
+	"mremap",
+	/* logs (stderr) */
+	"write",
+	"writev",
+	/* the stop signal's handler, SIGHUP's reload */
+	"rt_sigaction",
+	"rt_sigprocmask",
+	"rt_sigreturn",
+	"restart_syscall",
+	/* the end */
+	"exit",
+	"exit_group",
+};
+
+enum { STRICT, ISOLATED, N_FILTERS };
+
+static struct sock_fprog filters[N_FILTERS];
+
+/* A sanitizer build: its runtime's calls are not on the allow list. */
+#if defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
+#endif
 
 static int
-add_rules(scmp_filter_ctx ctx)
+add_deny_rules(scmp_filter_ctx ctx)
 {
 	int ret;
 
@@ -116,8 +191,35 @@ add_rules(scmp_filter_ctx ctx)
 	return ret;
 }
 
+static int
+add_allow_rules(scmp_filter_ctx ctx)
+{
+	int ret = 0;
+
+	for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]) && ret == 0; i++) {
+		int nr = seccomp_syscall_resolve_name(allowed[i]);
+
+		if (nr == __NR_SCMP_ERROR)
+			continue; /* not on this architecture */
+		ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
+	}
+	/* Calls with an argument that must be one thing. libsquall sets its
+	 * parent-death signal; glibc reads its own stack limit; stdio asks
+	 * whether a stream is a terminal before it buffers it. */
+	if (ret == 0)
+		ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1,
+				       SCMP_A0(SCMP_CMP_EQ, PR_SET_PDEATHSIG));
+	if (ret == 0)
+		ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 1,
+				       SCMP_A0(SCMP_CMP_EQ, 0));
+	if (ret == 0)
+		ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+				       SCMP_A1(SCMP_CMP_EQ, TCGETS));
+	return ret;
+}
+
 /* The BPF program, read back from a memory file libseccomp wrote it to. */
-static int export(scmp_filter_ctx ctx)
+static int export(scmp_filter_ctx ctx, struct sock_fprog *filter)
 {
 	struct stat st;
 	int fd, ret;
@@ -131,35 +233,48 @@ static int export(scmp_filter_ctx ctx)
 	if (ret == 0 && (st.st_size == 0 || st.st_size % sizeof(struct sock_filter) != 0))
 		ret = -EINVAL;
 	if (ret == 0) {
-		filter.filter = malloc((size_t)st.st_size);
-		if (filter.filter == NULL)
+		filter->filter = malloc((size_t)st.st_size);
+		if (filter->filter == NULL)
 			ret = -ENOMEM;
-		else if (pread(fd, filter.filter, (size_t)st.st_size, 0) != st.st_size)
+		else if (pread(fd, filter->filter, (size_t)st.st_size, 0) != st.st_size)
 			ret = -EIO;
 		else
-			filter.len = (unsigned short)(st.st_size / sizeof(struct sock_filter));
+			filter->len = (unsigned short)(st.st_size / sizeof(struct sock_filter));
 	}
 	close(fd);
+	return ret;
+}
+
+/* One filter: @p deny_list, everything allowed but what add_deny_rules
+ * kills; else everything killed but what add_allow_rules allows. */
+static int
+build(struct sock_fprog *filter, bool deny_list)
+{
+	scmp_filter_ctx ctx;
+	int ret;
+
+	ctx = seccomp_init(deny_list ? SCMP_ACT_ALLOW : SCMP_ACT_KILL_PROCESS);
+	if (ctx == NULL)
+		return -ENOMEM;
+	ret = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+	if (ret == 0)
+		ret = deny_list ? add_deny_rules(ctx) : add_allow_rules(ctx);
+	if (ret == 0)
+		ret = export(ctx, filter);
+	seccomp_release(ctx);
 	return ret;
 }
 
 int
 mgr_sandbox_init(void)
 {
-	scmp_filter_ctx ctx;
 	int ret;
 
-	if (filter.filter != NULL)
+	if (filters[STRICT].filter != NULL)
 		return 0;
-	ctx = seccomp_init(SCMP_ACT_ALLOW);
-	if (ctx == NULL)
-		return -ENOMEM;
-	ret = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+	ret = build(&filters[STRICT], true);
 	if (ret == 0)
-		ret = add_rules(ctx);
-	if (ret == 0)
-		ret = export(ctx);
-	seccomp_release(ctx);
+		ret = build(&filters[ISOLATED], SANITIZED);
 	if (ret != 0)
 		mgr_sandbox_free();
 	return ret;
@@ -168,13 +283,17 @@ mgr_sandbox_init(void)
 void
 mgr_sandbox_free(void)
 {
-	free(filter.filter);
-	filter.filter = NULL;
-	filter.len = 0;
+	for (int i = 0; i < N_FILTERS; i++) {
+		free(filters[i].filter);
+		filters[i].filter = NULL;
+		filters[i].len = 0;
+	}
 }
 
 const struct sock_fprog *
-mgr_sandbox_filter(void)
+mgr_sandbox_filter(bool isolated)
 {
-	return filter.filter != NULL ? &filter : NULL;
+	const struct sock_fprog *f = &filters[isolated ? ISOLATED : STRICT];
+
+	return f->filter != NULL ? f : NULL;
 }

@@ -2,12 +2,14 @@
  * sandbox: what an NF of a `sandbox: strict` service is held to besides
  * manager.nf_user (docs/nf-api.md "Sandbox"): a uid of its own, so no other
  * NF can signal, ptrace or read it, and a seccomp filter (libseccomp) that
- * kills it on any system call an NF's loop has no use for. No manager
- * state: the filter is built once, before any NF starts.
+ * kills it on a system call that reaches beyond it (strict: a deny list)
+ * or on any its loop has no use for (isolated: an allow list). No manager
+ * state: the filters are built once, before any NF starts.
  */
 #ifndef SQUALL_MGR_SANDBOX_H
 #define SQUALL_MGR_SANDBOX_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct sock_fprog;
@@ -17,11 +19,12 @@ struct sock_fprog;
  * that files shared with NFs stay readable by group. */
 #define SQ_SANDBOX_UID_BASE 0x5a000000u
 
-/* Build the filter. @return 0, or -errno (libseccomp's). */
+/* Build both filters. @return 0, or -errno (libseccomp's). */
 int mgr_sandbox_init(void);
 void mgr_sandbox_free(void);
 
-/* The filter a strict NF's process loads before execve. */
-const struct sock_fprog *mgr_sandbox_filter(void);
+/* The filter a strict (or, @p isolated, an isolated) NF's process loads
+ * before execve. */
+const struct sock_fprog *mgr_sandbox_filter(bool isolated);
 
 #endif /* SQUALL_MGR_SANDBOX_H */

@@ -25,6 +25,7 @@
 #include "idle.h"
 #include "isolate.h"
 #include "mgr.h"
+#include "guard.h"
 #include "stats.h"
 
 void
@@ -133,6 +134,11 @@ mgr_stats_visit_totals(const struct mgr *mgr, struct stats_sink *s)
 	s->begin(s, "region_corrupt");
 	for (int c = 0; c < MGR_CORRUPT_MAX; c++)
 		s->u64(s, mgr_corrupt_keys[c], mgr->region_corrupt[c]);
+	s->end(s);
+	/* mbuf header fields an NF rewrote, restored by the guard at a take */
+	s->begin(s, "headers_restored");
+	for (int f = 0; f < GUARD_FIELD_MAX; f++)
+		s->u64(s, mgr_guard_field_keys[f], mgr_guard.restored[f]);
 	s->end(s);
 }
 

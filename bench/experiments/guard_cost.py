@@ -11,13 +11,24 @@ from pathlib import Path
 from typing import Any
 
 from squall.bench import config, mixes
-from squall.bench.experiment import Context, Experiment, Figure, rounded, spread, spread_series
+from squall.bench.experiment import (
+    Context,
+    Experiment,
+    Figure,
+    Series,
+    rounded,
+    spread,
+    spread_series,
+)
 from squall.bench.method import Method, Point, measure_rep
 from squall.bench.paths import BUILD, ROOT
 from squall.bench.trial import gen_trial
 
 NO_CHECKS_DIR = ROOT / "build-nochecks"
 MRR_REPS = 7
+TARGET_RATIO = 0.95
+# How the two builds read on the plots.
+SHOWN = {"checks": "with the checks (default)", "no_checks": "without (-Dguard_checks=false)"}
 GUARD_MICRO = BUILD / "bench" / "guard_micro"
 
 
@@ -113,17 +124,27 @@ def run(ctx: Context) -> None:
     med = {b: pt.mpps("pdr")["median"] * 1e6 for b, pt in points.items()}
     for b in builds:
         ctx.summary[f"mpps_pdr_{b}_{mix.name}"] = rounded(med[b] / 1e6)
-    ok = med["no_checks"] > 0
-    ctx.summary["ratio_pdr_checks_vs_no_checks"] = (
-        rounded(med["checks"] / med["no_checks"]) if ok else float("nan")
-    )
-    # The issue's figure: at the MRR, where the manager's core (which runs
-    # the checks) is the bottleneck and repetitions agree.
-    ctx.summary["ratio_1nf_checked_vs_unchecked"] = (
-        rounded(mrr_med["checks"] / mrr_med["no_checks"])
-        if mrr_med["no_checks"] > 0
-        else float("nan")
-    )
+    # Each repetition measured both builds back to back: its ratio is of two
+    # runs a slow stretch of the machine hit alike. The ratios' median and
+    # spread, at the MRR and at the PDR.
+    ratios = {
+        "mrr": [c / n for c, n in zip(mrrs["checks"], mrrs["no_checks"], strict=True) if n > 0],
+        "pdr": [
+            c / n
+            for c, n in zip(points["checks"].pdr_pps, points["no_checks"].pdr_pps, strict=True)
+            if n > 0
+        ],
+    }
+    for which, rs in ratios.items():
+        sp = spread(rs)
+        for k in ("median", "min", "max"):
+            ctx.summary[f"ratio_{which}_checks_vs_no_checks_{k}"] = rounded(sp[k])
+    # The issue's figure, of the 1-NF chain: at the MRR, where the manager's
+    # core (which runs the checks) is the bottleneck and repetitions agree;
+    # the PDR's, beside it, decided by NF-core stalls (pdr_max_vs_min_checks).
+    ctx.summary["ratio_1nf_checked_vs_unchecked"] = ctx.summary[
+        "ratio_mrr_checks_vs_no_checks_median"
+    ]
     # how far apart one build's own PDRs are: the reason the ratio is not of them
     pdr = points["checks"].mpps("pdr")
     ctx.summary["pdr_max_vs_min_checks"] = rounded(pdr["max"] / pdr["min"]) if pdr["min"] > 0 else 0
@@ -136,15 +157,31 @@ def run(ctx: Context) -> None:
         ctx.summary["guard_share_of_pkt_time"] = rounded(
             ctx.summary["guard_ns_per_pkt"] / (1e3 / mrr_med["checks"])
         )
-    sp = [points[b].mpps("pdr") for b in builds]
+    shown = [SHOWN[b] for b in builds]
+
+    def target_line(no_checks: float) -> Series:
+        return Series(
+            f"target: with the checks >= {TARGET_RATIO:g} x without",
+            shown,
+            [TARGET_RATIO * no_checks] * len(shown),
+        )
+
     ctx.figure(
         Figure(
             "mrr",
             f"1-NF chain maximum receive rate with and without the guard's checks "
             f"({mix.label} frames)",
-            "build",
+            "manager build",
             "forwarded at the MRR (Mpps)",
-            [spread_series("Squall", list(builds), [spread(mrrs[b]) for b in builds], "o")],
+            [
+                spread_series(
+                    "1-NF chain, L2 forwarder: median, bars min..max",
+                    shown,
+                    [spread(mrrs[b]) for b in builds],
+                    "o",
+                ),
+                target_line(mrr_med["no_checks"]),
+            ],
             xscale="category",
             caption="The generator unpaced, one trial per build per repetition, interleaved.",
         )
@@ -153,14 +190,48 @@ def run(ctx: Context) -> None:
         Figure(
             "pdr",
             f"1-NF chain PDR with and without the guard's checks ({mix.label} frames)",
-            "build",
+            "manager build",
             "PDR (Mpps)",
-            [spread_series("Squall", list(builds), sp, "o")],
+            [
+                spread_series(
+                    "1-NF chain, L2 forwarder: median, bars min..max",
+                    shown,
+                    [points[b].mpps("pdr") for b in builds],
+                    "o",
+                ),
+                target_line(med["no_checks"] / 1e6),
+            ],
             xscale="category",
             caption=(
-                "checks: every descriptor an NF hands back looked up in the manager's own "
-                "record and the mbuf header restored (the default); no_checks: the same "
-                "source built with -Dguard_checks=false."
+                "With the checks: every descriptor an NF hands back looked up in the "
+                "manager's own record and the mbuf header restored (the default); without: "
+                "the same source built with -Dguard_checks=false."
+            ),
+        )
+    )
+    ctx.figure(
+        Figure(
+            "ratio",
+            "1-NF chain: with the checks against without, per interleaved repetition",
+            "rate measured",
+            "with / without the checks",
+            [
+                spread_series(
+                    "ratio of one repetition's two runs: median, bars min..max",
+                    ["at the MRR", "at the PDR"],
+                    [spread(ratios["mrr"]), spread(ratios["pdr"])],
+                    "o",
+                ),
+                Series(
+                    f"target: >= {TARGET_RATIO:g}",
+                    ["at the MRR", "at the PDR"],
+                    [TARGET_RATIO, TARGET_RATIO],
+                ),
+            ],
+            xscale="category",
+            caption=(
+                f"{len(ratios['mrr'])} MRR repetitions, {len(ratios['pdr'])} PDR repetitions "
+                "(each a rate search), both builds back to back in each."
             ),
         )
     )
@@ -168,13 +239,16 @@ def run(ctx: Context) -> None:
         "guard_ns_per_pkt is bench/guard_micro's: the give (before an NF's rx ring) and the "
         "take back with its checks (after its tx ring) on a pool laid out as the "
         "manager's, alone, on core 0, net of the loop around them; guard_share_of_pkt_time "
-        "is that against the manager core's time per packet at the checks build's MRR. "
-        "ratio_1nf_checked_vs_unchecked is of the MRRs (the generator unpaced: the "
-        "manager's core, which runs the checks, busy every cycle), interleaved over "
-        f"{MRR_REPS} repetitions. The PDRs are shown but not used for it: one build's own "
-        "PDRs differ by pdr_max_vs_min_checks times between repetitions, as NF-core stalls "
-        "(the NF's ring fills when its core is taken for a millisecond) decide a PDR on this "
-        "machine, not a few ns."
+        "is that against the manager core's time per packet at the checks build's MRR."
+    )
+    ctx.note(
+        "ratio_1nf_checked_vs_unchecked is the median of the per-repetition ratios at the "
+        "MRR (the generator unpaced: the manager's core, which runs the checks, busy every "
+        "cycle), the basis chosen because there the checks are what differs between the two "
+        "runs. The PDR's ratios are reported beside it (ratio_pdr_checks_vs_no_checks_*, and "
+        "the ratio plot): one build's own PDRs differ by pdr_max_vs_min_checks times between "
+        "repetitions, as NF-core stalls (the NF's ring fills when its core is taken for a "
+        "millisecond) decide a PDR on this machine, not a few ns of the manager's."
     )
 
 
@@ -196,11 +270,18 @@ EXPERIMENT = Experiment(
     run=run,
     summary_keys=(
         "ratio_1nf_checked_vs_unchecked",
-        "ratio_pdr_checks_vs_no_checks",
+        "ratio_mrr_checks_vs_no_checks_min",
+        "ratio_mrr_checks_vs_no_checks_max",
+        "ratio_pdr_checks_vs_no_checks_median",
+        "ratio_pdr_checks_vs_no_checks_min",
+        "ratio_pdr_checks_vs_no_checks_max",
         "pdr_max_vs_min_checks",
         "guard_ns_per_pkt",
         "guard_share_of_pkt_time",
     ),
-    targets={"guard_share_of_pkt_time": "<= 0.1", "ratio_1nf_checked_vs_unchecked": ">= 0.95"},
+    targets={
+        "guard_share_of_pkt_time": "<= 0.1",
+        "ratio_1nf_checked_vs_unchecked": f">= {TARGET_RATIO:g}",
+    },
     full_minutes=5,
 )

@@ -32,16 +32,24 @@ SANDBOX = {"shared": "none", "isolated": "isolated"}
 RING_SLOTS = 256
 HOSTILE = BUILD / "tests" / "nfs" / "squall-nf-hostile"
 # Each try and what it must come to in isolated mode: a "failed" said by the
-# NF, or the exit reason the manager gives it.
-ATTACKS = {
-    "region": "failed",  # open and map the shared region's file
-    "peek": "signal 11",  # read the shared region's address
+# NF, or the exit reason the manager gives it. The isolated filter is an
+# allow list (mgr/sandbox.c): a try that first scans a directory for its
+# target (region, kill, ptrace) is killed at the scan (SIGSYS); in a
+# sanitizer build (the deny list) it runs and finds nothing.
+SIGSYS, SIGSEGV = "signal 31", "signal 11"
+ATTACKS: dict[str, str | tuple[str, ...]] = {
+    "region": (SIGSYS, "failed"),  # open and map the shared region's file
+    "peek": SIGSEGV,  # read the shared region's address
+    "poke": SIGSEGV,  # write there
     "snoop": "failed",  # find another chain's packets in what it maps
     "ctl": "failed",  # write another NF's control block
-    "ptrace": "signal 31",
-    "kill": "failed",
-    "socket": "signal 31",
-    "fork": "signal 31",
+    "ring": "failed",  # write another NF's rings
+    "ptrace": SIGSYS,
+    "kill": (SIGSYS, "failed"),
+    "socket": SIGSYS,
+    "fork": SIGSYS,
+    "setuid": SIGSYS,
+    "mount": SIGSYS,
     "alloc": "stopped",  # at memory_mb
     "spin": "watchdog",
 }
@@ -292,7 +300,8 @@ def run(ctx: Context) -> None:
     ctx.note(
         "The attacks are tests/nfs/hostile.c's tries, each by an isolated NF in a chain of "
         "its own next to a chain the generator feeds at 100 kpps; contained means the try "
-        "failed or ended the NF (seccomp's SIGSYS, SIGSEGV, the watchdog, RLIMIT_DATA), "
+        "failed or ended the NF (seccomp's SIGSYS: the isolated filter is an allow list; "
+        "SIGSEGV, the watchdog, RLIMIT_DATA), "
         "the manager kept running and the other chain lost no packet."
     )
 
@@ -318,6 +327,9 @@ EXPERIMENT = Experiment(
         "attacks_tried",
         "attacks_contained",
     ),
-    targets={"ratio_isolated_vs_shared_1nf_64b": ">= 0.5"},
+    targets={
+        "ratio_isolated_vs_shared_1nf_64b": ">= 0.5",
+        "attacks_contained": "== attacks_tried",
+    },
     full_minutes=12,
 )

@@ -129,6 +129,9 @@ class Snapshot:
     msgs: dict[str, Any] | None = None  # /squall/msgs: message totals
     captures: dict[str, Any] | None = None  # /squall/captures: each capture's counters
     gen: dict[str, Any] | None = None  # /squall/gen: the traffic generator, if configured
+    # "<service>#<instance>" -> the scaler's state of a scaled service's
+    # instance (/squall/scale_nfs: running, blocked, draining, starting, down)
+    scaler_states: dict[str, str] = field(default_factory=dict)
 
 
 def _read_hist(tm: Telemetry, chain: str, which: str) -> Hist | None:
@@ -165,6 +168,20 @@ def _optional(tm: Telemetry, cmd: str) -> dict[str, Any] | None:
     return value
 
 
+def _scaler_states(tm: Telemetry, scale: dict[str, Any] | None) -> dict[str, str]:
+    """Each scaled service's instances as the scaler sees them (its first
+    250 per service, as /squall/scale_nfs gives)."""
+    out: dict[str, str] = {}
+    for svc, row in (scale or {}).items():
+        if not isinstance(row, dict):
+            continue
+        reply = _optional(tm, f"/squall/scale_nfs,{svc}") or {}
+        for inst in reply.values():
+            if isinstance(inst, dict) and "instance" in inst:
+                out[f"{svc}#{inst['instance']}"] = str(inst.get("state", ""))
+    return out
+
+
 def read_snapshot(tm: Telemetry) -> Snapshot:
     """One poll of every command; raises TelemetryError if the manager goes away."""
     t0 = time.monotonic()
@@ -183,6 +200,7 @@ def read_snapshot(tm: Telemetry) -> Snapshot:
         )
         n = rpage.get("next")
         rnext = n if isinstance(n, int) and n > rnext else None
+    scale = _optional(tm, "/squall/scale")
     latency: dict[str, Hist] = {}
     to_nf: dict[str, Hist] = {}
     for name in chains:
@@ -206,7 +224,8 @@ def read_snapshot(tm: Telemetry) -> Snapshot:
         control=_optional(tm, "/squall/control"),
         poll_s=time.monotonic() - t0,
         cgroups=by_name(_optional(tm, "/squall/cgroups") or {}),
-        scale=_optional(tm, "/squall/scale"),
+        scale=scale,
+        scaler_states=_scaler_states(tm, scale),
         scale_events=sorted(
             (
                 v
@@ -246,22 +265,70 @@ def _live(state: str) -> bool:
     return state in LIVE_STATES
 
 
-def shown_state(nf: dict[str, Any], old: dict[str, Any] | None) -> str:
+def shown_state(nf: dict[str, Any], scaler_state: str | None = None) -> str:
     """The dashboard's state of an NF: the manager's, or "blocked" for a live
-    NF that since the last poll waited on its full tx ring or had packets
-    dropped because its rx ring was full."""
+    instance of a scaled service that the scaler told to block (its state
+    blocked, or draining while its last flows end)."""
     state = str(nf.get("state", ""))
-    if (
-        _live(state)
-        and old is not None
+    if _live(state) and scaler_state in ("blocked", "draining"):
+        return "blocked"
+    return state
+
+
+def ring_full(nf: dict[str, Any], old: dict[str, Any] | None) -> bool:
+    """Since the last poll the NF waited on its full tx ring, or packets for
+    it were dropped because its rx ring was full (shown as "ring full", not a
+    state: the NF runs, it is behind)."""
+    return (
+        old is not None
         and old.get("pid") == nf.get("pid")
         and (
             _n(nf, "tx_full_spins") > _n(old, "tx_full_spins")
             or _n(nf, "ring_full_drops") > _n(old, "ring_full_drops")
         )
-    ):
-        return "blocked"
-    return state
+    )
+
+
+def _config_events(prev: Snapshot, cur: Snapshot, now: float) -> list[Event]:
+    """Services, chains and rules that changed (apply, squallctl service or
+    chain or rule edits), and each counted apply or config swap."""
+    out: list[Event] = []
+
+    def services(snap: Snapshot) -> set[str]:
+        return {str(nf.get("service", "")) for nf in snap.nfs.values()}
+
+    old_svcs, new_svcs = services(prev), services(cur)
+    for svc in sorted(new_svcs - old_svcs):
+        out.append(Event(now, "config", f"service {svc} added", svc))
+    for svc in sorted(old_svcs - new_svcs):
+        out.append(Event(now, "config", f"service {svc} removed", svc))
+    for name in sorted(set(cur.chains) - set(prev.chains)):
+        out.append(Event(now, "config", f"chain {name} added: {cur.chains[name].get('hops', '')}"))
+    for name in sorted(set(prev.chains) - set(cur.chains)):
+        out.append(Event(now, "config", f"chain {name} removed"))
+    for name in sorted(set(cur.chains) & set(prev.chains)):
+        hops, ohops = cur.chains[name].get("hops", ""), prev.chains[name].get("hops", "")
+        if hops != ohops:
+            out.append(Event(now, "config", f"chain {name}: hops {ohops} -> {hops}"))
+
+    def rule_keys(snap: Snapshot) -> list[tuple[str, ...]]:
+        keys = ("in_port", "dst_mac", "chain", "out_port", "assign")
+        return [tuple(str(r.get(k, "")) for k in keys) for r in snap.rules]
+
+    if rule_keys(prev) != rule_keys(cur):
+        out.append(Event(now, "config", f"rules changed: {len(prev.rules)} -> {len(cur.rules)}"))
+    if cur.control is not None and prev.control is not None:
+        for k in ("applies", "config_swaps"):
+            if cur.control.get(k, 0) != prev.control.get(k, 0):
+                out.append(
+                    Event(
+                        now,
+                        "config",
+                        f"config change applied ({k} {prev.control.get(k, 0)} -> "
+                        f"{cur.control.get(k, 0)})",
+                    )
+                )
+    return out
 
 
 def diff_events(prev: Snapshot | None, cur: Snapshot) -> list[Event]:
@@ -340,17 +407,7 @@ def diff_events(prev: Snapshot | None, cur: Snapshot) -> list[Event]:
                         svc,
                     )
                 )
-        if cur.control is not None and prev.control is not None:
-            for k in ("applies", "config_swaps"):
-                if cur.control.get(k, 0) != prev.control.get(k, 0):
-                    out.append(
-                        Event(
-                            now,
-                            "config",
-                            f"config change applied ({k} {prev.control.get(k, 0)} -> "
-                            f"{cur.control.get(k, 0)})",
-                        )
-                    )
+        out += _config_events(prev, cur, now)
     return out
 
 
@@ -401,7 +458,8 @@ class Poller:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=10)
+        if self._thread.is_alive():  # (a poller polled by hand was never started)
+            self._thread.join(timeout=10)
         if self._tm is not None:
             self._tm.close()
 
@@ -787,6 +845,15 @@ class SquallCollector(Collector):
         for field_, n in sorted((s.get("region_corrupt") or {}).items()):
             c.add_metric([field_], n)
         yield c
+        if "headers_restored" in s:
+            c = _counter(
+                "squall_headers_restored",
+                "mbuf header fields an NF rewrote, restored by the manager before use, by field",
+                ["field"],
+            )
+            for field_, n in sorted((s.get("headers_restored") or {}).items()):
+                c.add_metric([field_], n)
+            yield c
         yield from _scalars(s, ATTACH_METRICS)
         yield from _scalars(snap.control, CONFIG_METRICS)
         info = _gauge("squall_drop_cause_info", "What each drop cause means", ["cause", "what"])
@@ -1106,7 +1173,7 @@ def summary(poller: Poller, max_events: int = 200) -> dict[str, Any]:
             {"name": svc, "states": {}, "nfs": 0, "rx_pps": 0.0, "tx_pps": 0.0, "wakes_ps": 0.0},
         )
         old = p.nfs.get(key) if p else None
-        state = shown_state(nf, old)
+        state = shown_state(nf, snap.scaler_states.get(key))
         agg["states"][state] = agg["states"].get(state, 0) + 1
         agg["nfs"] += 1
         if old is not None and old.get("pid") == nf.get("pid"):
@@ -1139,7 +1206,11 @@ def summary(poller: Poller, max_events: int = 200) -> dict[str, Any]:
 
 
 def nf_rows(poller: Poller, query: dict[str, list[str]]) -> dict[str, Any]:
-    """/api/nfs?q=&service=&state=&sort=&page=&per_page=: NFs, filtered and paged."""
+    """/api/nfs?q=&service=&state=&sort=&page=&per_page=: NFs, filtered and paged.
+
+    q: a part of the NF's name ("fwd#1") or its pid; state: the shown state
+    (shown_state); sort: id (default), name, or busiest first by rx_pps,
+    wakes_ps, rx_pkts or ring (ties by id); page counts from 0."""
 
     def arg(k: str, default: str = "") -> str:
         return query.get(k, [default])[0]
@@ -1155,7 +1226,8 @@ def nf_rows(poller: Poller, query: dict[str, list[str]]) -> dict[str, Any]:
         if svc and nf.get("service") != svc:
             continue
         old = prev.nfs.get(key) if prev else None
-        if state and shown_state(nf, old) != state:
+        shown = shown_state(nf, snap.scaler_states.get(key))
+        if state and shown != state:
             continue
         if q and q not in key.lower() and q not in str(nf.get("pid", "")):
             continue
@@ -1167,7 +1239,9 @@ def nf_rows(poller: Poller, query: dict[str, list[str]]) -> dict[str, Any]:
                 "service": nf.get("service", ""),
                 "instance": _n(nf, "instance"),
                 "pid": _n(nf, "pid"),
-                "state": shown_state(nf, old),
+                "state": shown,
+                "scaler_state": snap.scaler_states.get(key, ""),
+                "ring_full": ring_full(nf, old),
                 "mode": nf.get("mode", ""),
                 "rx_pkts": _n(nf, "rx_pkts"),
                 "tx_pkts": _n(nf, "tx_pkts"),
@@ -1180,7 +1254,9 @@ def nf_rows(poller: Poller, query: dict[str, list[str]]) -> dict[str, Any]:
         )
     sort = arg("sort", "id")
     if sort in ("rx_pps", "wakes_ps", "rx_pkts", "ring"):
-        rows.sort(key=lambda r: -float(r[sort]))
+        rows.sort(key=lambda r: (-float(r[sort]), float(r["id"])))
+    elif sort == "name":
+        rows.sort(key=lambda r: (str(r["service"]), float(r["instance"])))
     else:
         rows.sort(key=lambda r: float(r["id"]))
     per_page = max(1, min(NF_PAGE_MAX, int(arg("per_page", "50") or 50)))

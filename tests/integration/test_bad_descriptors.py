@@ -1,8 +1,10 @@
 """A manager that trusts no NF (issue 16), in shared mode: every descriptor an
 NF hands back is checked against the manager's own record of what it gave
 that NF, and the mbuf header fields it and the PMDs rely on are restored
-before use (mgr/guard.h). A hostile NF (tests/nfs/baddesc.c) that hands back
-foreign pointers, misaligned ones, one packet twice, scribbled headers,
+before use (mgr/guard.h), each restore counted by field (stats
+"headers_restored"). A hostile NF (tests/nfs/baddesc.c) that hands back
+foreign pointers, a real pool mbuf it was never given, misaligned pointers,
+one packet twice, a header with one field (or all) scribbled over,
 impossible lengths or a jumbo frame's segments linked in a loop costs only its
 own packets: the manager keeps running, counts each case, never frees a packet
 (or a segment) twice, and every mbuf is home. The same NF in isolated mode
@@ -62,6 +64,7 @@ def accounted(mgr: Manager) -> int:
     "misuse,jumbo,sandbox",
     [
         ("foreign", False, "none"),
+        ("stolen", False, "none"),
         ("misaligned", False, "none"),
         ("double", False, "none"),
         ("foreign", True, "none"),
@@ -91,6 +94,8 @@ def test_descriptors_the_nf_does_not_hold_are_ignored_and_counted(
     segs = -(-len(frames[0]) // 2048) if jumbo else 1  # mbufs per packet
     assert st["mbufs_in_use"] == bad * segs, "the NF still holds the packets it kept"
     assert mgr.is_running(), mgr.log_tail()
+    if misuse == "stolen":
+        assert "squall-nf-baddesc: stolen: a pool mbuf" in mgr.stderr_path.read_text()
 
     # Killed, the NF's held packets are reclaimed by the manager's record:
     # every segment freed, each packet counted once.
@@ -102,24 +107,58 @@ def test_descriptors_the_nf_does_not_hold_are_ignored_and_counted(
     assert len(out) == N_PKTS - bad and all(f in frames for f in out)
 
 
+RESTORED = ("buf_addr", "buf_len", "pool", "next", "nb_segs", "refcnt")
+
+
 @pytest.mark.parametrize("sandbox", ["none", "isolated"])
 def test_scribbled_mbuf_headers_are_restored(mgr: Manager, tmp_path: Path, sandbox: str) -> None:
+    """Every field at once. In isolated mode the NF scribbles over its private
+    copy, which the manager never reads a pointer of: nothing to restore."""
     frames = start(mgr, tmp_path, "mangle", sandbox=sandbox)
     mgr.wait_for(lambda: mgr.stats()["tx_pkts"] == N_PKTS, 30, "every packet out")
     st = mgr.stats()
     assert st["drop_pkts"] == 0 and st["region_corrupt"]["descriptor"] == 0, st
+    want = N_PKTS // EVERY if sandbox == "none" else 0
+    assert st["headers_restored"] == {
+        f: want if f in RESTORED else 0 for f in st["headers_restored"]
+    }, st["headers_restored"]
     mgr.finish()
     assert pcaps.read_pcap(tmp_path / "out.pcap") == frames, "bytes in == bytes out"
 
 
-@pytest.mark.parametrize("sandbox", ["none", "isolated"])
-def test_impossible_lengths_cost_the_packet(mgr: Manager, tmp_path: Path, sandbox: str) -> None:
-    frames = start(mgr, tmp_path, "lengths", sandbox=sandbox)
+@pytest.mark.parametrize("field", ["buf_addr", "pool", "next", "nb_segs", "refcnt"])
+def test_each_rewritten_header_field_is_restored_and_counted(
+    mgr: Manager, tmp_path: Path, field: str
+) -> None:
+    """One field per case: the packet goes out as it came in, and the restore
+    is counted under that field alone."""
+    frames = start(mgr, tmp_path, field)
+    mgr.wait_for(lambda: mgr.stats()["tx_pkts"] == N_PKTS, 30, "every packet out")
+    st = mgr.stats()
+    assert st["drop_pkts"] == 0 and st["region_corrupt"]["descriptor"] == 0, st
+    assert st["headers_restored"] == {
+        f: N_PKTS // EVERY if f == field else 0 for f in st["headers_restored"]
+    }, st["headers_restored"]
+    mgr.finish()
+    assert pcaps.read_pcap(tmp_path / "out.pcap") == frames, "bytes in == bytes out"
+
+
+@pytest.mark.parametrize(
+    "field,sandbox",
+    [(f, "none") for f in ("data_off", "data_len", "pkt_len")] + [("data_len", "isolated")],
+)
+def test_impossible_lengths_cost_the_packet(
+    mgr: Manager, tmp_path: Path, field: str, sandbox: str
+) -> None:
+    """data_off or data_len past the buffer, pkt_len not the data's: no length
+    the manager could restore, so the packet is dropped (bad_mbuf)."""
+    frames = start(mgr, tmp_path, field, sandbox=sandbox)
     bad = N_PKTS // EVERY
     mgr.wait_for(lambda: accounted(mgr) == N_PKTS, 30, "every packet out or dropped")
     st = mgr.stats()
     assert st["drops"]["bad_mbuf"] == bad and st["drop_pkts"] == bad, st["drops"]
     assert st["tx_pkts"] == N_PKTS - bad
+    assert not any(st["headers_restored"].values()), st["headers_restored"]
     mgr.finish()
     kept = [f for i, f in enumerate(frames) if i % EVERY != 0]
     assert pcaps.read_pcap(tmp_path / "out.pcap") == kept

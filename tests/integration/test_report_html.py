@@ -53,10 +53,18 @@ def test_report_writes_html_with_the_plots(tmp_path: Path) -> None:
     assert published == ["fake"]
     index = (docs / "index.html").read_text()
     assert '<img src="fake-throughput.png"' in index
-    before = (docs / "fake-throughput.png").stat().st_mtime_ns
-    (docs / "fake-throughput.png").unlink()
-    assert report.redraw(docs) == [docs / "fake-throughput.png"]
-    assert (docs / "fake-throughput.png").stat().st_mtime_ns >= before
+    # --redraw draws from the stored JSON: the same JSON gives the same
+    # picture, and a changed one (a point moved) another.
+    png = docs / "fake-throughput.png"
+    published_png = png.read_bytes()
+    png.unlink()
+    assert report.redraw(docs) == [png]
+    assert png.read_bytes() == published_png, "redrawn from the same JSON: the same PNG"
+    stored = json.loads((docs / "fake.json").read_text())
+    stored["figures"][0]["series"][0]["y"] = [3.0, 2.0, 0.5]
+    (docs / "fake.json").write_text(json.dumps(stored))
+    assert report.redraw(docs) == [png]
+    assert png.read_bytes() != published_png, "redrawn from the changed JSON"
 
 
 def test_a_target_series_is_a_line_across_the_plot(tmp_path: Path) -> None:
@@ -80,3 +88,58 @@ def test_a_target_series_is_a_line_across_the_plot(tmp_path: Path) -> None:
     finally:
         plt.Axes.axhline = real  # type: ignore[method-assign]
     assert drawn == [(2.0, "target: 2 Mpps")], drawn
+
+
+def test_tick_labels_are_exact() -> None:
+    """1.5k and 2M where exact to two decimals; a 1024 or 1518 B frame reads as it is."""
+    got = [plots._tick(v) for v in (64, 1024, 1518, 1500, 1750, 2000, 10000, 2.5e6, 0.5)]
+    assert got == ["64", "1024", "1518", "1.5k", "1.75k", "2k", "10k", "2.5M", "0.5"], got
+
+
+def test_a_one_point_target_is_a_star_not_a_line(tmp_path: Path) -> None:
+    """e2's 1% holds at zero rate only: a black star at x=0, no line across."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lines: list[object] = []
+    stars: list[tuple[list[float], list[float], str]] = []
+    real_h, real_plot = plt.Axes.axhline, plt.Axes.plot
+
+    def spy_h(self: plt.Axes, *a: object, **kw: object) -> object:
+        lines.append(kw.get("label"))
+        return real_h(self, *a, **kw)
+
+    def spy_plot(self: plt.Axes, *a: object, **kw: object) -> object:
+        if kw.get("marker") == "*":
+            stars.append((list(a[0]), list(a[1]), str(kw.get("label"))))  # type: ignore[call-overload]
+        return real_plot(self, *a, **kw)
+
+    fig = Figure(
+        "cpu_vs_rate",
+        "CPU against rate",
+        "offered rate (kpps)",
+        "core busy (%)",
+        [Series("core busy", [0, 10, 100], [0.5, 3.0, 40.0])],
+    )
+    plt.Axes.axhline = spy_h  # type: ignore[method-assign]
+    plt.Axes.plot = spy_plot  # type: ignore[method-assign]
+    try:
+        plots.draw_all(
+            {"experiment": "e2_cpu_vs_rate", "figures": [fig.to_dict()]}, tmp_path / "e2"
+        )
+    finally:
+        plt.Axes.axhline = real_h  # type: ignore[method-assign]
+        plt.Axes.plot = real_plot  # type: ignore[method-assign]
+    assert lines == [], lines
+    assert len(stars) == 1 and stars[0][:2] == ([0.0], [1.0]), stars
+
+
+def test_a_target_may_name_another_figure() -> None:
+    """isolation's attacks_contained must equal attacks_tried."""
+    s = {"attacks_tried": 14, "attacks_contained": 14}
+    assert report.target_met(14, "== attacks_tried", s) is True
+    assert report.target_met(13, "== attacks_tried", s) is False
+    assert report.target_met(13, "== nothing_of_that_name", s) is None
+    assert report.target_met(2e-3, "<= 1e-2") is True

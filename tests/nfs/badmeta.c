@@ -4,10 +4,13 @@
  * buggy NF would, and passes the packet on. The manager indexes its tables
  * with these fields: it must count such packets as dropped, never crash.
  *
- *   squall-nf-badmeta --corrupt chain|hop|flow_id|out_port|hop_back
+ *   squall-nf-badmeta --corrupt chain|hop|flow_id|out_port|hop_back|
+ *                               verdict_port|verdict_service|verdict_kind
  *
  * hop_back sets the hop to 0: at the second hop of a chain, every NEXT sends
- * the packet back to this NF, a loop the hop limit must end.
+ * the packet back to this NF, a loop the hop limit must end. The verdict_*
+ * ones leave the fields alone and give a verdict that names no port (port
+ * 9), no service (service 500), or no kind of verdict at all.
  */
 #include <getopt.h>
 #include <string.h>
@@ -18,9 +21,22 @@
 
 #define NF_NAME "squall-nf-badmeta"
 
-enum corruption { C_CHAIN, C_HOP, C_FLOW_ID, C_OUT_PORT, C_HOP_BACK, C_MAX };
+enum corruption {
+	C_CHAIN,
+	C_HOP,
+	C_FLOW_ID,
+	C_OUT_PORT,
+	C_HOP_BACK,
+	C_VERDICT_PORT,
+	C_VERDICT_SERVICE,
+	C_VERDICT_KIND,
+	C_MAX
+};
 
-static const char *const names[C_MAX] = {"chain", "hop", "flow_id", "out_port", "hop_back"};
+static const char *const names[C_MAX] = {
+	"chain",    "hop",          "flow_id",         "out_port",
+	"hop_back", "verdict_port", "verdict_service", "verdict_kind",
+};
 
 static void
 corrupt(struct rte_mbuf **pkts, uint16_t n, void *arg)
@@ -36,6 +52,9 @@ corrupt(struct rte_mbuf **pkts, uint16_t n, void *arg)
 		case C_FLOW_ID: m->flow_id = 0xfffffff0u; break;
 		case C_OUT_PORT: m->out_port = 9; break; /* past the ports, within 16 */
 		case C_HOP_BACK: m->hop = 0; break;
+		case C_VERDICT_PORT: sq_pkt_set_verdict(pkts[i], sq_out(9)); break;
+		case C_VERDICT_SERVICE: sq_pkt_set_verdict(pkts[i], sq_to(500)); break;
+		case C_VERDICT_KIND: sq_pkt_set_verdict(pkts[i], (sq_verdict_t)0x7f << 16); break;
 		default: break;
 		}
 	}
@@ -65,7 +84,8 @@ main(int argc, char **argv)
 		}
 	}
 	if (what == C_MAX) {
-		fprintf(stderr, NF_NAME ": --corrupt chain|hop|flow_id|out_port|hop_back\n");
+		fprintf(stderr, NF_NAME ": --corrupt chain|hop|flow_id|out_port|hop_back|"
+					"verdict_port|verdict_service|verdict_kind\n");
 		return NF_EXIT_USAGE;
 	}
 	ret = nf_opt_attach(argc, argv, &nf);

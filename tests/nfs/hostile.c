@@ -6,7 +6,8 @@
  * the sandbox's filter forbids ends the process (SIGSYS) instead.
  *
  *   squall-nf-hostile --try socket|fork|ptrace|kill|setuid|mount|alloc|pool|
- *                           region|peek|snoop|ctl|spin|threads [--marker HEX]
+ *                           region|peek|poke|snoop|ctl|ring|spin|threads
+ *                     [--marker HEX]
  *                     [--after-ms MS]
  *
  * ptrace and kill aim at another NF: the first squall-nf-fwd process found
@@ -18,9 +19,13 @@
  * own: region opens every Squall region file it can find (/dev/shm's
  * symlinks, hugetlbfs files, /proc/<pid>/fd links); peek reads the shared
  * region's first word at its fixed address (SIGSEGV where it is not
- * mapped); snoop scans all the region memory it maps, for ~0.5 s, for
- * --marker's bytes (another chain's packets); ctl writes the control block
- * of every other NF slot it can reach; spin never returns from its handler.
+ * mapped); poke writes there (an atomic add of 0: a write access that
+ * changes no value, so the shared-mode control run stays clean); snoop
+ * scans all the region memory it maps, for ~0.5 s, for --marker's bytes
+ * (another chain's packets); ctl writes the control block of every other NF
+ * slot it can reach; ring writes the rx and tx rings of every other NF slot
+ * it can reach (their producer heads, again by adding 0); spin never
+ * returns from its handler.
  * --after-ms: try at the first burst MS after the start, not the first
  * (a harness that waits for every NF to run sees this one run first).
  */
@@ -214,6 +219,19 @@ peek(void)
 	fprintf(stderr, NF_NAME ": peek: succeeded: %#" PRIx64 "\n", *p);
 }
 
+/* A write to the shared region's header, at the address every shared NF
+ * maps it: its length field, added 0 to. */
+static void
+poke(void)
+{
+	struct sq_region_hdr *hdr = (struct sq_region_hdr *)(uintptr_t)SQ_REGION_BASE_ADDR;
+
+	fprintf(stderr, NF_NAME ": poke: writing %#llx\n", SQ_REGION_BASE_ADDR);
+	fflush(stderr);
+	__atomic_fetch_add(&hdr->len_bytes, 0, __ATOMIC_RELAXED);
+	fprintf(stderr, NF_NAME ": poke: succeeded\n");
+}
+
 /* Another chain's packets, anywhere in the region memory this NF maps. */
 static void
 snoop(struct sq_nf *nf)
@@ -254,6 +272,34 @@ other_ctls(struct sq_nf *nf)
 		fprintf(stderr, NF_NAME ": ctl: succeeded: %u other NFs\n", n);
 	else
 		fprintf(stderr, NF_NAME ": ctl: failed: no other NF in reach (%u slots)\n",
+			hdr->max_nfs);
+}
+
+/* Every other NF slot's rings in reach: a write to each (the producer head,
+ * added 0 to). */
+static void
+other_rings(struct sq_nf *nf)
+{
+	struct sq_region_hdr *hdr = sq_nf_region(nf);
+	uint32_t own = sq_nf_ctl(nf)->id, n = 0;
+
+	for (uint32_t id = 0; id < hdr->max_nfs; id++) {
+		struct sq_nf_ctl *ctl = sq_region_nf_ctl(hdr, id);
+
+		if (id == own || ctl->rx_ring_off == 0 || ctl->tx_ring_off == 0)
+			continue;
+		__atomic_fetch_add(
+			&((struct rte_ring *)((char *)hdr + ctl->rx_ring_off))->prod.head, 0,
+			__ATOMIC_RELAXED);
+		__atomic_fetch_add(
+			&((struct rte_ring *)((char *)hdr + ctl->tx_ring_off))->prod.head, 0,
+			__ATOMIC_RELAXED);
+		n++;
+	}
+	if (n > 0)
+		fprintf(stderr, NF_NAME ": ring: succeeded: %u other NFs' rings\n", n);
+	else
+		fprintf(stderr, NF_NAME ": ring: failed: no other NF's ring in reach (%u slots)\n",
 			hdr->max_nfs);
 }
 
@@ -314,6 +360,10 @@ try_once(struct sq_nf *nf, struct rte_mbuf *m)
 		open_regions();
 	} else if (strcmp(what, "peek") == 0) {
 		peek();
+	} else if (strcmp(what, "poke") == 0) {
+		poke();
+	} else if (strcmp(what, "ring") == 0) {
+		other_rings(nf);
 	} else if (strcmp(what, "snoop") == 0) {
 		snoop(nf);
 	} else if (strcmp(what, "ctl") == 0) {
@@ -362,7 +412,8 @@ main(int argc, char **argv)
 	}
 	if (what == NULL) {
 		fprintf(stderr, NF_NAME ": --try socket|fork|ptrace|kill|setuid|mount|alloc|pool|"
-					"region|peek|snoop|ctl|spin|threads [--marker HEX]\n");
+					"region|peek|poke|snoop|ctl|ring|spin|threads "
+					"[--marker HEX]\n");
 		return NF_EXIT_USAGE;
 	}
 	ret = nf_opt_attach(argc, argv, &nf);

@@ -91,7 +91,7 @@ def cmd_run(args: argparse.Namespace) -> Exit:
     print(f"{exp.name}: summary")
     for k, v in result["summary"].items():
         t = result["targets"].get(k, "")
-        met = report.target_met(v, t) if t else None
+        met = report.target_met(v, t, result["summary"]) if t else None
         mark = "" if met is None else ("  (met)" if met else "  (NOT met)")
         print(f"  {k:{width}}  {v!s:>12}  {('target ' + t) if t else ''}{mark}")
     for what, why in (result.get("unavailable") or {}).items():

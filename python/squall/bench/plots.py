@@ -4,9 +4,12 @@ One PNG per figure; every series of a figure (Squall's variants and the
 peers) in the same axes; error bars span min..max over repetitions, the
 marker is the median. A target is a black dotted line across the plot: a
 series labelled "target..." (the experiment draws it), or one of
-TARGET_LINES for figures published before targets were drawn. Axis numbers
-read 1.5k / 2M; a legend of more than three entries goes under the plot, so
-it never hides a line.
+TARGET_LINES for figures published before targets were drawn. A target that
+holds at one x only (a series labelled "target..." of one point, or one of
+TARGET_POINTS) is a black star there, not a line. Axis numbers read 1.5k /
+2M when that is exact to two decimals, else in full (a 1024 B frame reads
+1024, not 1.024k); a legend of more than three entries goes under the plot, so it
+never hides a line.
 """
 
 from __future__ import annotations
@@ -25,7 +28,10 @@ TARGET_LINES: dict[str, list[tuple[float, str]]] = {
     "flow_activations/activations_c64": [(100_000, "target: 100,000 new flows/s held")],
     "e1_nfs_per_core/latency": [(1000, "target: p99 <= 1 ms at half load, 1,000 NFs")],
     "nf_restart/nf_restart": [(10, "target: median restart <= 10 ms")],
-    "e2_cpu_vs_rate/cpu_vs_rate": [(1, "target: <= 1% of the core idle, 20 NFs")],
+}
+# Targets that hold at one x only: "experiment/figure id" -> (x, y, label).
+TARGET_POINTS: dict[str, list[tuple[float, float, str]]] = {
+    "e2_cpu_vs_rate/cpu_vs_rate": [(0.0, 1.0, "target: <= 1% of the core at 0 pkt/s, 20 NFs")],
 }
 LEGEND_INSIDE_MAX = 3
 
@@ -54,10 +60,14 @@ def _num(v: Any) -> float:
 
 
 def _tick(v: float) -> str:
-    """1500 -> 1.5k, 2000000 -> 2M."""
+    """1500 -> 1.5k, 1750 -> 1.75k, 2000000 -> 2M; 1024 and 1518 as they are
+    (no exact short form with two decimals)."""
     for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(v) >= div:
-            return f"{v / div:g}{unit}"
+            short = v / div
+            if abs(short * 100 - round(short * 100)) < 1e-9:
+                return f"{short:g}{unit}"
+            return f"{v:.0f}" if float(v).is_integer() else f"{v:g}"
     return f"{v:g}"
 
 
@@ -91,6 +101,7 @@ def draw(
     path: Path,
     subtitle: str = "",
     targets: list[tuple[float, str]] | None = None,
+    target_points: list[tuple[float, float, str]] | None = None,
 ) -> Path:
     import matplotlib
 
@@ -107,8 +118,12 @@ def draw(
                 if str(x) not in categories:
                     categories.append(str(x))
     hlines = list(targets or [])
+    points = list(target_points or [])
     for s in fig_spec.series:
         ys_t = {_num(y) for y in s.y} - {float("nan")}
+        if _is_target(s.label) and len(s.x) == 1 and s.axis != "right":
+            points.append((_num(s.x[0]), _num(s.y[0]), s.label))
+            continue
         if _is_target(s.label) and len(ys_t) == 1 and s.axis != "right":
             hlines.append((ys_t.pop(), s.label))
             continue
@@ -139,6 +154,10 @@ def draw(
             target.plot(xs, ys, style, label=s.label, color=s.color)
     for y, label in hlines:
         ax.axhline(y, color="k", linestyle=":", linewidth=1.5, label=label, zorder=1)
+    for x, y, label in points:
+        ax.plot(
+            [x], [y], marker="*", markersize=14, color="k", linestyle="none", label=label, zorder=5
+        )
     if fig_spec.xscale == "category":
         ax.set_xticks(range(len(categories)))
         ax.set_xticklabels([_category(c) for c in categories])
@@ -210,6 +229,7 @@ def draw_all(result: dict[str, Any], stem: Path) -> list[Path]:
                 stem.parent / f"{stem.name}-{f.id}.png",
                 subtitle,
                 TARGET_LINES.get(f"{exp}/{f.id}"),
+                TARGET_POINTS.get(f"{exp}/{f.id}"),
             )
         )
     return out

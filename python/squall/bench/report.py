@@ -24,17 +24,25 @@ from squall.bench import plots
 from squall.bench.experiment import Experiment
 from squall.bench.paths import DOCS_RESULTS_DIR, RESULTS_DIR, ROOT
 
-_TARGET = re.compile(r"^\s*(>=|<=|>|<|==)\s*(-?[0-9.eE+]+)\s*$")
+_TARGET = re.compile(r"^\s*(>=|<=|>|<|==)\s*(-?[0-9.]+(?:[eE][-+]?[0-9]+)?|[a-z_][a-z0-9_]*)\s*$")
 
 
-def target_met(value: Any, target: str) -> bool | None:
-    """ ">= 0.7" against value; None when either is not a number."""
+def _number(v: Any) -> float | None:
+    if not isinstance(v, int | float) or isinstance(v, bool) or math.isnan(float(v)):
+        return None
+    return float(v)
+
+
+def target_met(value: Any, target: str, summary: dict[str, Any] | None = None) -> bool | None:
+    """ ">= 0.7", or "== attacks_tried" (another figure of the same summary),
+    against value; None when either is not a number."""
     m = _TARGET.match(target)
-    if m is None or not isinstance(value, int | float) or isinstance(value, bool):
+    if m is None or _number(value) is None:
         return None
-    if math.isnan(float(value)):
+    op, name = m.group(1), m.group(2)
+    ref = _number((summary or {}).get(name)) if name[0].isalpha() else float(name)
+    if ref is None:
         return None
-    op, ref = m.group(1), float(m.group(2))
     return {
         ">=": value >= ref,
         "<=": value <= ref,
@@ -162,7 +170,7 @@ def section(
         lines.append("| figure | value | target | met |\n|---|---:|---|---|")
         for k, v in summary.items():
             t = targets.get(k, "")
-            met = target_met(v, t) if t else None
+            met = target_met(v, t, summary) if t else None
             mark = "" if met is None else ("yes" if met else "**no**")
             lines.append(f"| `{k}` | {_fmt(v)} | {t} | {mark} |")
         lines.append("")

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Squall dashboard: one summary per poll arrives over server-sent events
 // (/api/stream); the NF table asks /api/nfs for one page, filtered and sorted
-// on the server, so 10,000 NFs cost the page one page of rows.
+// on the server, so 10,000 NFs cost the page one page of rows. A service in
+// the topology opens, on a click, its instances: one page of them, from
+// /api/nfs too.
 "use strict";
 
 const $ = (sel) => document.querySelector(sel);
@@ -60,6 +62,36 @@ function node(kind, name, rate, extra) {
 }
 const arrow = () => el("span", { class: "arrow", text: "\u2192" });
 
+// Services opened in the topology: name -> the page of instances shown.
+const opened = new Map();
+const INSTANCES_PER_PAGE = 40;
+
+async function renderInstances(box, svc) {
+	const page = opened.get(svc) || 0;
+	const q = new URLSearchParams({ service: svc, sort: "name", page, per_page: INSTANCES_PER_PAGE });
+	const r = await (await fetch("/api/nfs?" + q)).json();
+	const pages = Math.max(1, Math.ceil(r.total / INSTANCES_PER_PAGE));
+	const list = el("div", { class: "instances", "data-service": svc, "data-total": String(r.total) },
+		el("span", { class: "muted", text: `${svc}: ${int(r.total)} instance${r.total === 1 ? "" : "s"}` }));
+	for (const n of r.rows) {
+		list.append(el("span", {
+			class: "inst state-" + n.state + (n.ring_full ? " ring-full" : ""),
+			"data-nf": n.name, "data-state": n.state, "data-pid": String(n.pid),
+			title: `pid ${n.pid}, ${fmt(n.rx_pps)} pkt/s` + (n.ring_full ? ", ring full" : ""),
+			text: `#${n.instance} ${n.state}`,
+		}));
+	}
+	if (pages > 1) {
+		const prev = el("button", { class: "inst-prev", text: "\u2190" });
+		const next = el("button", { class: "inst-next", text: "\u2192" });
+		prev.addEventListener("click", (e) => { e.stopPropagation(); opened.set(svc, Math.max(0, page - 1)); last && renderTopology(last); });
+		next.addEventListener("click", (e) => { e.stopPropagation(); opened.set(svc, Math.min(pages - 1, page + 1)); last && renderTopology(last); });
+		list.append(prev, el("span", { class: "muted inst-page", text: ` page ${page + 1} of ${pages} ` }), next);
+	}
+	box.querySelector(`.instances[data-service="${CSS.escape(svc)}"]`)?.remove();
+	box.append(list);
+}
+
 function renderTopology(s) {
 	const ports = Object.fromEntries(s.ports.map((p) => [p.name, p]));
 	const chains = Object.fromEntries(s.chains.map((c) => [c.name, c]));
@@ -84,6 +116,13 @@ function renderTopology(s) {
 			const v = services[svc] || { states: {}, nfs: 0, rx_pps: 0 };
 			const sn = node("service", svc, `hop ${hop}: ${v.nfs} NF${v.nfs === 1 ? "" : "s"}, rx ${fmt(v.rx_pps)} pkt/s`, stateChips(v.states));
 			sn.dataset.hop = String(hop);
+			sn.dataset.open = opened.has(svc) ? "1" : "0";
+			sn.title = "click: its instances";
+			sn.addEventListener("click", () => {
+				if (opened.has(svc)) opened.delete(svc);
+				else opened.set(svc, 0);
+				renderTopology(last);
+			});
 			row.append(sn);
 		}
 		if (r.out_port) {
@@ -92,6 +131,10 @@ function renderTopology(s) {
 			row.append(node("port", r.out_port, outp ? `tx ${fmt(outp.tx_pps)} pkt/s` : ""));
 		}
 		box.append(row);
+	}
+	for (const svc of opened.keys()) {
+		if (services[svc]) renderInstances(box, svc);
+		else opened.delete(svc);
 	}
 }
 
@@ -220,8 +263,9 @@ async function loadNfs() {
 		$("#nf-count").textContent = `${int(r.total)} match`;
 		fillTable("#nfs", r.rows.map((n) => tr([num(int(n.id)), n.name, num(int(n.pid)),
 			el("span", { class: "state state-" + n.state, text: n.state }), n.mode,
-			num(fmt(n.rx_pps)), num(int(n.rx_pkts)), num(fmt(n.wakes_ps)), num(int(n.ring)), num(int(n.restarts))],
-		{ "data-nf": n.name, "data-state": n.state, "data-pid": String(n.pid) })));
+			num(fmt(n.rx_pps)), num(int(n.rx_pkts)), num(fmt(n.wakes_ps)), num(int(n.ring)),
+			n.ring_full ? el("span", { class: "ring-full", text: "ring full" }) : "", num(int(n.restarts))],
+		{ "data-nf": n.name, "data-state": n.state, "data-pid": String(n.pid), "data-ring-full": n.ring_full ? "1" : "0" })));
 	} finally {
 		nfView.pending = false;
 	}
