@@ -593,6 +593,24 @@ ATTACH_METRICS: list[MetricSpec] = [
     ),
     ("attach_refused", "squall_attach_refused", "NFs started by hand refused (uid)", 1, "counter"),
 ]
+IDLE_METRICS: list[MetricSpec] = [
+    ("sleeps", "squall_manager_sleeps", "Times the manager's loop slept, idle", 1, "counter"),
+    ("slept_us", "squall_manager_slept_seconds", "Time the manager's loop slept", 1e-6, "counter"),
+    (
+        "sleep_max_us",
+        "squall_manager_idle_sleep_max_seconds",
+        "The longest sleep between polls (0: the manager polls without end)",
+        1e-6,
+        "g",
+    ),
+    (
+        "intr_ports",
+        "squall_manager_rx_interrupt_ports",
+        "Ports whose rx interrupt wakes the idle manager",
+        1,
+        "g",
+    ),
+]
 CONFIG_METRICS: list[MetricSpec] = [
     ("applies", "squall_config_applies", "Configs applied while running", 1, "counter"),
     ("changes", "squall_config_changes", "Changes made by applied configs", 1, "counter"),
@@ -708,6 +726,20 @@ NF_COUNTERS = {
     ),
     "tx_full_spins": ("squall_nf_tx_full_spins", "Times the NF waited on a full tx ring"),
     "handler_cycles": ("squall_nf_handler_cycles", "TSC cycles spent in the NF's handler"),
+    "given_pkts": ("squall_nf_given_packets", "Packets the manager put on the NF's rx ring"),
+    "direct_rx_pkts": (
+        "squall_nf_direct_received_packets",
+        "Packets the NF took from its direct chain's previous hop",
+    ),
+    "direct_tx_pkts": (
+        "squall_nf_direct_handed_packets",
+        "Packets the NF handed straight to its direct chain's next hop",
+    ),
+    "direct_full_pkts": (
+        "squall_nf_direct_full_packets",
+        "Packets the next hop's full ring sent the manager's way instead",
+    ),
+    "direct_wakes": ("squall_nf_direct_wakes", "Times the NF woke its direct chain's next hop"),
 }
 # The rest of an NF's counters: summed per service only, so 10,000 NFs do
 # not multiply them (squallctl nfs --json has them per NF).
@@ -824,6 +856,16 @@ class SquallCollector(Collector):
         yield from self._captures(snap)
         yield from self._gen(snap)
 
+    def _idle(self, idle: dict[str, Any] | None) -> Iterator[Metric]:
+        """The manager's sleep when idle (/squall/stats idle, mgr/idle.h)."""
+        if not idle:
+            return
+        yield from _scalars(idle, IDLE_METRICS)
+        c = _counter("squall_manager_wakes", "What ended each of the manager's sleeps", ["reason"])
+        for reason in ("nf", "intr", "timer"):
+            c.add_metric([reason], _n(idle, f"wakes_by_{reason}"))
+        yield c
+
     def _manager(self, snap: Snapshot) -> Iterator[Metric]:
         s = snap.stats
         for key, name, doc in (
@@ -856,6 +898,7 @@ class SquallCollector(Collector):
             yield c
         yield from _scalars(s, ATTACH_METRICS)
         yield from _scalars(snap.control, CONFIG_METRICS)
+        yield from self._idle(s.get("idle"))
         info = _gauge("squall_drop_cause_info", "What each drop cause means", ["cause", "what"])
         for cause, what in sorted(snap.drop_causes.items()):
             info.add_metric([cause, what], 1)

@@ -237,3 +237,44 @@ def test_a_capture_at_a_direct_hop_sees_every_packet(mgr: Manager, tmp_path: Pat
     ex = end_clean(mgr)
     assert pcaps.read_pcap(out_pcap) == frames
     assert ex["chains"]["c"]["tx_pkts"] == N_PKTS
+
+
+def nf_metric(text: str, name: str, service: str) -> float | None:
+    """NF instance 0 of service's sample of name, whatever the label order."""
+    for line in text.splitlines():
+        if line.startswith(name + "{") and f'service="{service}"' in line:
+            if 'nf_instance="0"' in line:
+                return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def test_direct_counters_and_the_idle_manager_are_exported(mgr: Manager) -> None:
+    """squallctl serve's /metrics (promtool-clean) carries each NF's direct
+    counts and the manager's sleeps, equal to telemetry's."""
+    from test_exporter import Exporter, metric_value, promtool_accepts
+
+    mgr.start(gen_config(mgr, instances=1))
+    mgr.gen_send(5000)
+    mgr.wait_accounted(int(mgr.query("/squall/gen")["sent_pkts"]))
+    ex = Exporter(mgr.name, mgr.workdir)
+    try:
+        nfs = mgr.nfs()
+
+        def exported() -> bool:
+            text = ex.metrics()
+            got = nf_metric(text, "squall_nf_direct_handed_packets_total", "s1")
+            return got == nfs["s1#0"]["direct_tx_pkts"] > 0
+
+        mgr.wait_for(exported, 20, "s1's direct count exported")
+        text = ex.metrics()
+        promtool_accepts(text)
+        assert nf_metric(text, "squall_nf_direct_received_packets_total", "s3") == float(
+            nfs["s3#0"]["direct_rx_pkts"]
+        )
+        idle = mgr.stats()["idle"]
+        sleeps = metric_value(text, "squall_manager_sleeps_total")
+        assert sleeps is not None and 0 < sleeps <= idle["sleeps"], (sleeps, idle)
+        assert metric_value(text, "squall_manager_idle_sleep_max_seconds") == 0.001
+    finally:
+        ex.stop()
+    mgr.finish()
