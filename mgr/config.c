@@ -1206,8 +1206,8 @@ get_hops(struct ctx *c, const yaml_node_t *node, const char *b, const char *key,
 	return ret;
 }
 
-enum { CHAIN_NAME, CHAIN_SERVICES, CHAIN_DIRECT, CHAIN_N_KEYS };
-static const char *const chain_keys[CHAIN_N_KEYS] = {"name", "services", "direct"};
+enum { CHAIN_NAME, CHAIN_SERVICES, CHAIN_DIRECT, CHAIN_HOP_NICE, CHAIN_N_KEYS };
+static const char *const chain_keys[CHAIN_N_KEYS] = {"name", "services", "direct", "hop_nice_step"};
 static const char *const bool_words[] = {"false", "true"};
 
 static int
@@ -1235,6 +1235,13 @@ parse_chain(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_cfg
 			       &w);
 		chain->direct = w == 1;
 		chain->direct_line = node_line(v[CHAIN_DIRECT]);
+	}
+	chain->hop_nice_step = -1;
+	if (ret == 0 && v[CHAIN_HOP_NICE] != NULL) {
+		uint32_t step = 0;
+
+		ret = get_u32(c, v[CHAIN_HOP_NICE], b, "hop_nice_step", 0, 10, &step);
+		chain->hop_nice_step = (int8_t)step;
 	}
 	return ret;
 }

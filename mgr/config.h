@@ -138,6 +138,13 @@ struct sq_cfg_chain {
 	 * lane (instance i of every hop), not through the manager (mgr/lane.h):
 	 * trusted services of one instance count, rss rules only. */
 	bool direct;
+	/* hop i of the chain runs at its service's nice - i x this (at least
+	 * -20): a woken later hop runs before an earlier one takes its next
+	 * batch, so packets finish the chain before new ones start it (seed
+	 * 000's chain-position-aware priority with the normal scheduler's
+	 * weights, so NFs still spin). -1: the default, 2 for a direct chain,
+	 * 0 for the others (sq_config_hop_nice_step). */
+	int8_t hop_nice_step;
 	int direct_line;
 	int line;
 };
@@ -283,6 +290,13 @@ uint32_t sq_config_max_nfs(const struct sq_config *cfg);
 int sq_config_port_index(const struct sq_config *cfg, const char *name);
 int sq_config_service_index(const struct sq_config *cfg, const char *name);
 int sq_config_chain_index(const struct sq_config *cfg, const char *name);
+/* A chain's hop_nice_step, its default resolved. */
+static inline int
+sq_config_hop_nice_step(const struct sq_cfg_chain *ch)
+{
+	return ch->hop_nice_step >= 0 ? ch->hop_nice_step : ch->direct ? 2 : 0;
+}
+
 /* Is @p service in a chain a per-flow rule uses (its instances a pool)? */
 bool sq_config_service_pooled(const struct sq_config *cfg, uint16_t service);
 

@@ -327,6 +327,8 @@ emit_chains(struct out *o, const struct sq_config *cfg)
 		seq_end(o);
 		if (ch->direct)
 			kv(o, "direct", "true");
+		if (ch->hop_nice_step >= 0)
+			kv_u64(o, "hop_nice_step", (uint64_t)ch->hop_nice_step);
 		map_end(o);
 	}
 	seq_end(o);

@@ -511,6 +511,11 @@ plan_chains(struct plan *p, const struct sq_config *cur, const struct sq_config 
 
 		if (slot >= 0 && !same_hops(&cur->chains[slot], &n->chains[i], svc_map))
 			slot = -1;
+		if (slot >= 0 && cur->chains[slot].hop_nice_step != n->chains[i].hop_nice_step)
+			return refuse(p, n->path, n->chains[i].line, "chains",
+				      "chain \"%s\": hop_nice_step cannot change while running "
+				      "(the NFs' nice is set at their start)",
+				      n->chains[i].name);
 		chain_map[i] = (int16_t)slot;
 	}
 	memset(next->chains, 0, sizeof(next->chains));

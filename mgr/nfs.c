@@ -400,12 +400,26 @@ mgr_nf_own_priority(const struct mgr *mgr, const struct mgr_nf *nf)
 
 /* SCHED_RR at the NF's own priority, or nice. Without the right to real-time
  * scheduling, nice stands in, with a warning. */
+/* Its service's nice, less its chains' hop_nice_step for each hop it is
+ * into them (the most of any chain it is in). */
+static int32_t
+nice_of(const struct sq_config *cfg, uint16_t service)
+{
+	int32_t less = 0;
+
+	for (uint16_t c = 0; c < cfg->n_chains; c++)
+		for (uint16_t h = 0; h < cfg->chains[c].n_hops; h++)
+			if (cfg->chains[c].services[h] == service)
+				less = RTE_MAX(less, h * sq_config_hop_nice_step(&cfg->chains[c]));
+	return RTE_MAX(-20, cfg->services[service].nice - less);
+}
+
 static void
 apply_priority(struct mgr *mgr, struct mgr_nf *nf)
 {
 	const struct sq_cfg_service *cs = &mgr->cfg->services[nf->service];
 	uint32_t prio = mgr_nf_own_priority(mgr, nf);
-	int32_t nice = cs->nice;
+	int32_t nice = nice_of(mgr->cfg, nf->service);
 
 	if (prio > 0) {
 		struct sched_param sp = {.sched_priority = (int)RTE_MIN(prio, 99u)};
