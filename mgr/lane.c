@@ -29,6 +29,7 @@ link_hop(struct mgr *mgr, struct mgr_nf *nf, struct mgr_nf *next, uint32_t ring_
 	nf->ctl->direct_next_ring_off = next->ctl->direct_rx_ring_off;
 	nf->ctl->direct_next_id = next->id;
 	nf->lane_next = next->id;
+	mgr->lane_bits[nf->id / 64] |= 1ull << (nf->id % 64);
 	next->lane_prev = nf->id;
 	next->lane_leader = nf->lane_leader;
 	return 0;
@@ -45,7 +46,6 @@ setup_chain(struct mgr *mgr, const struct sq_cfg_chain *ch)
 		uint32_t held = leader->max_outstanding;
 
 		leader->lane_leader = leader->id;
-		mgr->lane_bits[leader->id / 64] |= 1ull << (leader->id % 64);
 		for (uint16_t h = 1; h < ch->n_hops; h++) {
 			const struct mgr_service *prev = &mgr->services[ch->services[h - 1]];
 			const struct mgr_service *svc = &mgr->services[ch->services[h]];

@@ -20,7 +20,8 @@
  * reclaimed, and its NFs restarted, once all are gone (mgr/nfs.c). A
  * capture at a hop of a direct chain turns direct hand-over off for that
  * hop's upstream NFs while it runs (direct_off), so the manager sees the
- * packets it copies.
+ * packets it copies, and gives them to that hop (which then owns them, and
+ * stays on the tx role's list while the hops after it hold them).
  */
 #ifndef SQUALL_MGR_LANE_H
 #define SQUALL_MGR_LANE_H

@@ -300,8 +300,10 @@ struct mgr {
 	uint32_t n_cg_retired;
 	uint32_t iso_sweep; /* tx role: the next NF whose msg doorbell it reads */
 	uint32_t iso_swept;
-	/* A bit per NF that leads a direct chain's lane (lane.h): the tx role
-	 * looks at its lane's rings while it is on the list */
+	/* A bit per NF of a direct chain's lane that hands on to a next hop
+	 * (lane.h): while it is on the list the tx role looks at the rings of
+	 * the hops after it, which may hold what it was given (a capture at a
+	 * hop makes the manager give packets to a hop inside the lane) */
 	uint64_t *lane_bits;
 	struct rte_ring *activations;
 	/* wakeup -> director: ids of NFs just woken (the director's own count

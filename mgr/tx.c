@@ -435,14 +435,14 @@ mgr_tx_drain_nf(struct mgr *mgr, struct mgr_nf *nf)
 	return n;
 }
 
-/* A lane's leader is on the list while the lane holds its packets: the
- * other NFs of the lane hand them back on their own rings (lane.h). */
+/* An NF of a lane is on the list while the lane holds what it was given:
+ * the hops after it hand those back on their own rings (lane.h). */
 static unsigned int
-drain_lane(struct mgr *mgr, const struct mgr_nf *leader)
+drain_lane(struct mgr *mgr, const struct mgr_nf *from)
 {
 	unsigned int moved = 0;
 
-	for (uint32_t id = leader->lane_next; id != SQ_NF_NONE; id = mgr->nfs[id].lane_next) {
+	for (uint32_t id = from->lane_next; id != SQ_NF_NONE; id = mgr->nfs[id].lane_next) {
 		unsigned int n;
 
 		if (!take_tx_ready(mgr, id))

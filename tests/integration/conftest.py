@@ -380,7 +380,10 @@ class Manager:
     def snapshot(self) -> str:
         """Stats and ports for a failure message, whatever state the manager is in."""
         try:
-            return f"stats: {self.stats()}\nports: {self.ports()}\n{self.log_tail()}"
+            return (
+                f"stats: {self.stats()}\nports: {self.ports()}\nnfs: {self.nfs()}\n"
+                f"{self.log_tail()}"
+            )
         except (AssertionError, TelemetryError) as e:
             return f"(no telemetry: {e})\n{self.log_tail()}"
 

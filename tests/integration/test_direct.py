@@ -190,8 +190,11 @@ def test_a_direct_chain_round_trips_and_is_refused_changes_while_running(
     assert r.returncode == 0 and r.stdout.strip() == "no change", (r.stdout, r.stderr)
     undirected = yaml.safe_load(text)
     undirected["chains"][0]["direct"] = False
+    # Every hop shrunk alike, so the file is valid on its own and only the
+    # running lanes refuse it.
     shrunk = yaml.safe_load(text)
-    shrunk["services"][0].update(instances=1, pool_idle=1)
+    for svc in shrunk["services"]:
+        svc.update(instances=1, max_instances=1, pool_idle=1)
     for i, cfg in enumerate((undirected, shrunk)):
         changed = tmp_path / f"changed{i}.yaml"
         changed.write_text(to_yaml(cfg))

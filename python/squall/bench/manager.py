@@ -55,9 +55,10 @@ class Manager:
         self.log_path = workdir / f"{self.name}.log"
         self.config_text = to_yaml(cfg)
         self.config_path.write_text(self.config_text)
-        # Another build's manager starts that build's NFs (its region ABI).
+        # Another build's manager starts that build's NFs (its region ABI),
+        # when that build made them (guard_cost's builds only the manager).
         nf_dir = mgr_bin.parent.parent / "nfs"
-        if mgr_bin == MGR_BIN or not nf_dir.is_dir():
+        if mgr_bin == MGR_BIN or not any(p.is_file() for p in nf_dir.glob("squall-nf-*")):
             nf_dir = NF_DIR
         self.cmd = [
             str(mgr_bin),
