@@ -39,20 +39,19 @@ def ns(name: str, *cmd: str) -> subprocess.CompletedProcess[str]:
 
 
 def csum_errors(name: str) -> int:
-    """InCsumErrors of TCP and UDP in namespace @name (the kernel's count of
-    segments it refused for a bad checksum)."""
+    """InCsumErrors of TCP and UDP, and IP's InHdrErrors (a bad header
+    checksum among them), in namespace @name: the kernel's count of what it
+    refused for a checksum the NF got wrong."""
     total = 0
     lines = ns(name, "cat", "/proc/net/snmp").stdout.splitlines()
-    for proto in ("Tcp:", "Udp:"):
+    for proto, field in (
+        ("Tcp:", "InCsumErrors"),
+        ("Udp:", "InCsumErrors"),
+        ("Ip:", "InHdrErrors"),
+    ):
         names, values = [line.split() for line in lines if line.startswith(proto)][:2]
-        total += int(values[names.index("InCsumErrors")])
+        total += int(values[names.index(field)])
     return total
-
-
-def retrans_segs(name: str) -> int:
-    lines = ns(name, "cat", "/proc/net/snmp").stdout.splitlines()
-    names, values = [line.split() for line in lines if line.startswith("Tcp:")][:2]
-    return int(values[names.index("RetransSegs")])
 
 
 def nat_config(
@@ -183,7 +182,6 @@ def test_snat_long_transfers(http_server: bytes, mgr: Manager, tmp_path: Path) -
     assert ns("client", "ip", "addr", "add", f"{SNAT_IP}/32", "dev", "sq-c0").returncode == 0
     mgr.start(nat_config(mgr, ["--snat", f"10.77.0.1/32={SNAT_IP}:20000-20999"]))
     errors_before = csum_errors("client") + csum_errors("server")
-    retrans_before = retrans_segs("client") + retrans_segs("server")
     got = tmp_path / "got.bin"
     for _ in range(3):
         r = fetch(f"http://{SERVER_IP}:{HTTP_PORT}/blob.bin", got)
@@ -192,12 +190,11 @@ def test_snat_long_transfers(http_server: bytes, mgr: Manager, tmp_path: Path) -
     # The server saw the translated address, never the client's own.
     log = (tmp_path / "http.log").read_text()
     assert f"{SNAT_IP} - -" in log and "10.77.0.1 - -" not in log, log
-    assert csum_errors("client") + csum_errors("server") == errors_before
-    # Every segment accepted the first time: a checksum the NF got wrong
-    # would be dropped by the kernel (counted above only when it reaches
-    # TCP) and sent again.
-    retrans = retrans_segs("client") + retrans_segs("server") - retrans_before
-    assert retrans == 0, f"{retrans} segments retransmitted\n{mgr.snapshot()}"
+    # (Retransmissions are no measure of it: 4 and 78 segments in 2 runs of
+    # 8 here, the manager polling, no drop counted in it or its ports: TCP's
+    # own timers, or the af_packet sockets' kernel rings, which 22.11's
+    # af_packet PMD does not read.)
+    assert csum_errors("client") + csum_errors("server") == errors_before, mgr.snapshot()
     ex = mgr.finish()
     c = ex["nfs"]["nat#0"]["counters"]
     assert c["new_conns"] == 3, c
