@@ -159,8 +159,13 @@ def draw(
             [x], [y], marker="*", markersize=14, color="k", linestyle="none", label=label, zorder=5
         )
     if fig_spec.xscale == "category":
+        labels = [_category(c) for c in categories]
         ax.set_xticks(range(len(categories)))
-        ax.set_xticklabels([_category(c) for c in categories])
+        # Names that would run into each other side by side are slanted.
+        if sum(len(lb) for lb in labels) > 60:
+            ax.set_xticklabels(labels, rotation=30, ha="right")
+        else:
+            ax.set_xticklabels(labels)
     else:
         if fig_spec.xscale == "log":
             ax.set_xscale("log")
