@@ -75,6 +75,7 @@ struct sq_nf {
 	int n_counters;
 	uint32_t flow_fins; /* per-flow NF: FINs seen in the current flow */
 	bool flow_dirty;    /* per-flow NF: handled packets since the last cleanup */
+	bool clean_at_end;  /* per-flow NF: not at the close it sees (sq_nf_clean_at_flow_end) */
 	volatile sig_atomic_t stop_local;
 };
 
@@ -311,6 +312,13 @@ sq_nf_set_burst_handler(struct sq_nf *nf, sq_burst_handler_fn fn, void *arg)
 }
 
 int
+sq_nf_clean_at_flow_end(struct sq_nf *nf)
+{
+	nf->clean_at_end = true;
+	return 0;
+}
+
+int
 sq_nf_set_state_cleaner(struct sq_nf *nf, sq_state_cleaner_fn fn, void *arg)
 {
 	nf->cleaner_fn = fn;
@@ -513,7 +521,7 @@ flow_segment(struct sq_nf *nf, struct rte_mbuf **pkts, unsigned int n, bool *clo
 	for (unsigned int i = 0; i < n; i++) {
 		if (i > 0 && (sq_pkt_meta(pkts[i])->flags & SQ_META_FLOW_START))
 			return i;
-		if (flow_closes(nf, pkts[i])) {
+		if (flow_closes(nf, pkts[i]) && !nf->clean_at_end) {
 			*closed = true;
 			return i + 1;
 		}

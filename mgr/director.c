@@ -92,7 +92,26 @@ struct flow {
 	bool drain_marked;
 	uint64_t drain_pkts;
 	uint64_t handoff_deq; /* per-flow: see hand_off; shared: the drain's mark */
+	/* The key an NF rekeyed it to (sq_rekeyed: a NAT's translated tuple),
+	 * as its position in the alias table + 1, 0 = none; and whether the
+	 * sides' order differs between the two keys. */
+	uint32_t alias;
+	bool alias_flip;
 };
+
+/* tx -> rx: a per-flow packet left its NF with a new tuple (sq_rekeyed).
+ * first_tsc tells a reused flow slot from the flow the packet was of. */
+struct rekey {
+	struct flow_key key;
+	uint64_t first_tsc;
+	uint32_t flow;
+	bool from_lo; /* the packet's side in key */
+};
+
+/* Rekeys queued between the tx role and the director: a burst of new
+ * connections' first packets, each translated. A full queue loses the
+ * rekey (counted), never the packet. */
+#define REKEY_QUEUE 1024
 
 /* The flows an NF was handed off from (hand_off) that may not have ended
  * yet, oldest first; each known by its slot and its first_tsc (a slot is
@@ -168,6 +187,13 @@ struct director {
 	uint64_t next_poll_tsc;
 	uint64_t linger_tsc, idle_tsc, half_open_tsc, period_tsc;
 	struct director_stats st;
+	/* Second keys of flows (sq_rekeyed), data: the flow's position; the rx
+	 * lcore's alone. rekeys: tx -> rx, struct rekey. */
+	struct rte_hash *aliases;
+	uint32_t *alias_flow; /* per alias position: its flow's */
+	struct rte_ring *rekeys;
+	uint32_t n_aliases;
+	_Atomic uint64_t rekeys_lost; /* tx: the queue was full */
 	/* Live flows per chain slot: a draining chain (mgr/control.c) goes
 	 * once it has none. The rx lcore writes; the control thread reads. */
 	_Atomic uint32_t chain_flows[SQ_MAX_CHAINS];
@@ -329,6 +355,22 @@ mgr_director_nf_ready(struct mgr *mgr, struct mgr_nf *nf)
 
 /* ---- the table ---- */
 
+/* Second keys are few (a NAT's or a load balancer's flows) and the rx
+ * lcore's alone: no concurrency flags. */
+static struct rte_hash *
+aliases_create(uint32_t max_flows)
+{
+	struct rte_hash_parameters hp = {
+		.name = "sq_flow_aliases",
+		.entries = max_flows,
+		.key_len = sizeof(struct flow_key),
+		.hash_func = rte_hash_crc,
+		.socket_id = (int)rte_socket_id(),
+	};
+
+	return rte_hash_create(&hp);
+}
+
 int
 mgr_director_init(struct mgr *mgr)
 {
@@ -350,6 +392,10 @@ mgr_director_init(struct mgr *mgr)
 		return -ENOMEM;
 	mgr->dir = d;
 	d->table = rte_hash_create(&hp);
+	d->aliases = aliases_create(mgr->cfg->max_flows);
+	d->alias_flow = calloc(mgr->cfg->max_flows, sizeof(*d->alias_flow));
+	d->rekeys = rte_ring_create_elem("sq_rekeys", sizeof(struct rekey), REKEY_QUEUE,
+					 (int)rte_socket_id(), RING_F_SP_ENQ | RING_F_SC_DEQ);
 	d->flows = rte_zmalloc("sq_flows", sizeof(*d->flows) * mgr->cfg->max_flows, 0);
 	d->rr_next = calloc(SQ_MAX_SERVICES, sizeof(*d->rr_next));
 	d->cleaning = calloc(mgr->region->max_nfs, sizeof(*d->cleaning));
@@ -361,9 +407,10 @@ mgr_director_init(struct mgr *mgr)
 	 * woken twice over is more than it needs) */
 	mgr->woken_q = rte_ring_create("sq_woken", rte_align32pow2(2 * mgr->region->max_nfs + 1),
 				       (int)rte_socket_id(), RING_F_SC_DEQ);
-	if (d->table == NULL || d->flows == NULL || d->rr_next == NULL || d->cleaning == NULL ||
-	    d->handoffs == NULL || d->spawning == NULL || d->woken == NULL ||
-	    d->woken_listed == NULL || mgr->woken_q == NULL)
+	if (d->table == NULL || d->aliases == NULL || d->alias_flow == NULL || d->rekeys == NULL ||
+	    d->flows == NULL || d->rr_next == NULL || d->cleaning == NULL || d->handoffs == NULL ||
+	    d->spawning == NULL || d->woken == NULL || d->woken_listed == NULL ||
+	    mgr->woken_q == NULL)
 		return -ENOMEM;
 	ret = pools_init(mgr, d);
 	if (ret < 0)
@@ -394,6 +441,9 @@ mgr_director_free(struct mgr *mgr)
 		free(d->staged[s]);
 	}
 	rte_hash_free(d->table);
+	rte_hash_free(d->aliases);
+	free(d->alias_flow);
+	rte_ring_free(d->rekeys);
 	rte_free(d->flows);
 	free(d->rr_next);
 	free(d->cleaning);
@@ -505,6 +555,117 @@ flow_key_of(const struct rte_mbuf *pkt, uint16_t chain, struct flow_key *k, uint
 						     pkt->l2_len + pkt->l3_len)
 				     ->tcp_flags;
 	return true;
+}
+
+/* ---- second keys (sq_rekeyed) ---- */
+
+static bool
+same_end(const uint8_t a[16], uint16_t pa, const uint8_t b[16], uint16_t pb)
+{
+	return pa == pb && memcmp(a, b, 16) == 0;
+}
+
+/* Whether the sides' order differs between a flow's key and its second:
+ * told by the end a NAT left as it was (the server for SNAT, the client
+ * for DNAT); with both ends changed, the packet is taken to be from the
+ * side that opened the flow. */
+static bool
+alias_flips(const struct flow *f, const struct rekey *r)
+{
+	const struct flow_key *o = &f->key, *a = &r->key;
+
+	if (same_end(o->ip_lo, o->port_lo, a->ip_lo, a->port_lo) ||
+	    same_end(o->ip_hi, o->port_hi, a->ip_hi, a->port_hi))
+		return false;
+	if (same_end(o->ip_lo, o->port_lo, a->ip_hi, a->port_hi) ||
+	    same_end(o->ip_hi, o->port_hi, a->ip_lo, a->port_lo))
+		return true;
+	return r->from_lo != f->syn_from_lo;
+}
+
+/* A flow's second key. Not one that is already a flow's, first or second:
+ * an NF cannot take another flow's packets by rekeying to its tuple. */
+static void
+add_alias(struct director *d, const struct rekey *r)
+{
+	struct flow *f = &d->flows[r->flow];
+	int pos;
+
+	if ((f->state != FLOW_OPEN && f->state != FLOW_LINGER) || f->first_tsc != r->first_tsc ||
+	    f->alias != 0 || memcmp(&r->key, &f->key, sizeof(r->key)) == 0)
+		return; /* ended, keyed already (a SYN sent again), or no change */
+	if (rte_hash_lookup(d->table, &r->key) >= 0 || rte_hash_lookup(d->aliases, &r->key) >= 0 ||
+	    (pos = rte_hash_add_key(d->aliases, &r->key)) < 0) {
+		d->st.rekeys_refused++;
+		return;
+	}
+	d->alias_flow[pos] = r->flow;
+	f->alias = (uint32_t)pos + 1;
+	f->alias_flip = alias_flips(f, r);
+	d->n_aliases++;
+	d->st.flows_rekeyed++;
+}
+
+static void
+take_rekeys(struct director *d)
+{
+	struct rekey r;
+
+	while (rte_ring_sc_dequeue_elem(d->rekeys, &r, sizeof(r)) == 0)
+		add_alias(d, &r);
+}
+
+static void
+drop_alias(struct director *d, struct flow *f)
+{
+	struct flow_key k;
+	void *kp;
+
+	if (rte_hash_get_key_with_position(d->aliases, (int32_t)f->alias - 1, &kp) == 0) {
+		memcpy(&k, kp, sizeof(k));
+		rte_hash_del_key(d->aliases, &k);
+	}
+	f->alias = 0;
+	d->n_aliases--;
+}
+
+/* The flow of @p k, by its own key or its second, and @p from_lo made the
+ * packet's side in the flow's own key. Rekeys queued before the packet
+ * came are taken first: a reply never outruns its flow's second key. */
+static int
+lookup_flow(struct director *d, const struct flow_key *k, uint32_t hash, bool *from_lo)
+{
+	int pos = rte_hash_lookup_with_hash(d->table, k, hash);
+
+	if (pos >= 0)
+		return pos;
+	if (!rte_ring_empty(d->rekeys))
+		take_rekeys(d);
+	if (d->n_aliases == 0 || (pos = rte_hash_lookup(d->aliases, k)) < 0)
+		return -ENOENT;
+	pos = (int)d->alias_flow[pos];
+	*from_lo ^= d->flows[pos].alias_flip;
+	return pos;
+}
+
+void
+mgr_director_rekey(struct mgr *mgr, struct rte_mbuf *pkt)
+{
+	struct director *d = mgr->dir;
+	const struct sq_pkt_meta *meta = sq_pkt_meta(pkt);
+	const struct flow *f = &d->flows[meta->flow_id - 1];
+	struct rekey r;
+	uint8_t flags;
+
+	/* (read on the tx lcore as mgr_director_flow_nf does: the director
+	 * checks again that it is the same flow, still open) */
+	if (f->state == FLOW_FREE || f->assign != SQ_ASSIGN_PER_FLOW ||
+	    !flow_key_of(pkt, meta->chain, &r.key, &flags, &r.from_lo))
+		return;
+	r.first_tsc = f->first_tsc;
+	r.flow = meta->flow_id - 1;
+	if (rte_ring_sp_enqueue_elem(d->rekeys, &r, sizeof(r)) != 0)
+		atomic_fetch_add_explicit(&d->rekeys_lost, 1, memory_order_relaxed);
 }
 
 /* pool_backlog_max: while that many NFs of the service's core were woken and
@@ -923,7 +1084,8 @@ needs_nf(const struct director *d, const struct sq_cfg_rule *rule, const struct 
 
 	if (!flow_key_of(pkt, rule->chain, &k, &flags, &from_lo))
 		return false;
-	if (rte_hash_lookup(d->table, &k) >= 0)
+	if (rte_hash_lookup(d->table, &k) >= 0 ||
+	    (d->n_aliases > 0 && rte_hash_lookup(d->aliases, &k) >= 0))
 		return false;
 	return k.proto != IPPROTO_TCP ||
 	       (flags & (RTE_TCP_SYN_FLAG | RTE_TCP_ACK_FLAG)) == RTE_TCP_SYN_FLAG;
@@ -1083,6 +1245,7 @@ steer_not_a_flow(struct mgr *mgr, struct director *d, struct role_ctx *role,
 {
 	uint32_t ptype = pkt->packet_type, l4 = ptype & RTE_PTYPE_L4_MASK;
 	struct flow_key k;
+	bool from_lo = false;
 	struct flow *f;
 	int pos;
 
@@ -1098,7 +1261,7 @@ steer_not_a_flow(struct mgr *mgr, struct director *d, struct role_ctx *role,
 	case 1: break;
 	default: mgr_drop(&role->stats, SQ_DROP_ICMP_NO_FLOW, pkt); return NULL;
 	}
-	pos = rte_hash_lookup(d->table, &k);
+	pos = lookup_flow(d, &k, rte_hash_hash(d->table, &k), &from_lo);
 	f = pos >= 0 ? &d->flows[pos] : NULL;
 	if (f == NULL || (f->state != FLOW_OPEN && f->state != FLOW_LINGER) || f->handed_off ||
 	    !atomic_load_explicit(&mgr->nfs[nf_of(f, 0)].live, memory_order_relaxed)) {
@@ -1131,7 +1294,7 @@ mgr_director_steer(struct mgr *mgr, struct role_ctx *role, const struct sq_cfg_r
 	if (!flow_key_of(pkt, rule->chain, &k, &flags, &from_lo))
 		return steer_not_a_flow(mgr, d, role, rule, pkt, service);
 	hash = rte_hash_hash(d->table, &k);
-	pos = rte_hash_lookup_with_hash(d->table, &k, hash);
+	pos = lookup_flow(d, &k, hash, &from_lo);
 	if (pos >= 0) {
 		f = &d->flows[pos];
 	} else {
@@ -1313,6 +1476,8 @@ remove_flow(struct mgr *mgr, struct director *d, struct flow *f)
 	pos = rte_hash_del_key(d->table, &f->key);
 	if (pos >= 0)
 		rte_hash_free_key_with_position(d->table, pos);
+	if (f->alias != 0)
+		drop_alias(d, f);
 	f->state = FLOW_FREE;
 	d->st.flows_ended++;
 	d->st.flows_active--;
@@ -1587,6 +1752,7 @@ mgr_director_poll(struct mgr *mgr)
 	if (now < d->next_poll_tsc)
 		return 0;
 	d->next_poll_tsc = now + d->period_tsc;
+	take_rekeys(d);
 	sweep_woken(mgr, d);
 	expire_flows(mgr, d, now);
 	collect_cleaned(mgr, d);
@@ -1610,6 +1776,7 @@ mgr_director_stats(const struct mgr *mgr, struct director_stats *st)
 	if (mgr->dir == NULL)
 		return;
 	*st = mgr->dir->st;
+	st->rekeys_lost = atomic_load_explicit(&mgr->dir->rekeys_lost, memory_order_relaxed);
 	st->setup = &mgr->dir->setup;
 }
 

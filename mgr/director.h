@@ -24,6 +24,9 @@ struct director_stats {
 	uint64_t flows_config_ended;      /* a run-time change took their chain or NF away */
 	uint64_t flows_ended;             /* entries removed, NFs released */
 	uint64_t handoffs;            /* NFs given back at their flow's close (lifo, no linger) */
+	uint64_t flows_rekeyed;       /* flows known by a second key (sq_rekeyed: NAT, LB) */
+	uint64_t rekeys_refused;      /* the tuple was another flow's, or the table full */
+	uint64_t rekeys_lost;         /* the tx -> rx queue was full */
 	const struct lat_hist *setup; /* flow setup times, TSC */
 };
 
@@ -48,6 +51,9 @@ void mgr_director_nf_ready(struct mgr *mgr, struct mgr_nf *nf);
 /* rx: steer a packet of a per-flow or round-robin rule. @return its NF or NULL (dropped). */
 struct mgr_nf *mgr_director_steer(struct mgr *mgr, struct role_ctx *role,
 				  const struct sq_cfg_rule *rule, struct rte_mbuf *pkt);
+/* tx: a per-flow packet left its NF rekeyed (sq_rekeyed): its flow is to
+ * be known by the tuple it carries now too. */
+void mgr_director_rekey(struct mgr *mgr, struct rte_mbuf *pkt);
 /* tx: the NF of a packet's flow at @p hop, or NULL if the flow has none. */
 struct mgr_nf *mgr_director_flow_nf(struct mgr *mgr, uint32_t flow_id, uint16_t hop);
 /* rx lcore, every round: ends, releases, refills (rate-limited inside). */

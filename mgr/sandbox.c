@@ -191,6 +191,14 @@ add_deny_rules(scmp_filter_ctx ctx)
 	return ret;
 }
 
+/* An argument that must equal @p v. libseccomp's SCMP_A0(op, v) leaves
+ * datum_b out, which clang's -Wmissing-field-initializers refuses. */
+static struct scmp_arg_cmp
+arg_eq(unsigned int arg, scmp_datum_t v)
+{
+	return (struct scmp_arg_cmp){.arg = arg, .op = SCMP_CMP_EQ, .datum_a = v, .datum_b = 0};
+}
+
 static int
 add_allow_rules(scmp_filter_ctx ctx)
 {
@@ -208,13 +216,11 @@ add_allow_rules(scmp_filter_ctx ctx)
 	 * whether a stream is a terminal before it buffers it. */
 	if (ret == 0)
 		ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1,
-				       SCMP_A0(SCMP_CMP_EQ, PR_SET_PDEATHSIG));
+				       arg_eq(0, PR_SET_PDEATHSIG));
 	if (ret == 0)
-		ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 1,
-				       SCMP_A0(SCMP_CMP_EQ, 0));
+		ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 1, arg_eq(0, 0));
 	if (ret == 0)
-		ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
-				       SCMP_A1(SCMP_CMP_EQ, TCGETS));
+		ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1, arg_eq(1, TCGETS));
 	return ret;
 }
 

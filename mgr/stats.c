@@ -393,6 +393,9 @@ mgr_stats_visit_flows(const struct mgr *mgr, struct stats_sink *s)
 	s->u64(s, "flows_config_ended", st.flows_config_ended);
 	s->u64(s, "flows_ended", st.flows_ended);
 	s->u64(s, "handoffs", st.handoffs);
+	s->u64(s, "flows_rekeyed", st.flows_rekeyed);
+	s->u64(s, "rekeys_refused", st.rekeys_refused);
+	s->u64(s, "rekeys_lost", st.rekeys_lost);
 	if (st.setup != NULL) {
 		s->u64(s, "setup_count", st.setup->count);
 		s->u64(s, "setup_ns_p50", tsc_to_ns(lat_quantile_tsc(st.setup, 0.50)));

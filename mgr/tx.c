@@ -101,6 +101,13 @@ carry_out(struct mgr *mgr, struct role_ctx *role, struct rte_mbuf *pkt)
 			 pkt);
 		return;
 	}
+	if (unlikely(meta->verdict & SQ_VERDICT_F_REKEY)) {
+		/* (its flow is known by its new tuple before it goes on) */
+		meta->verdict &= ~SQ_VERDICT_F_REKEY;
+		arg = meta->verdict & 0xffff;
+		if (meta->flow_id != 0)
+			mgr_director_rekey(mgr, pkt);
+	}
 	switch (meta->verdict >> 16) {
 	case SQ_VERDICT_NEXT: verdict_next(mgr, role, pkt, meta); return;
 	case SQ_VERDICT_DROP: mgr_drop(&role->stats, SQ_DROP_NF_VERDICT, pkt); return;

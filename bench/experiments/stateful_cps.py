@@ -41,12 +41,18 @@ CT_SHARED_ARGS = [
 ]
 CT_PER_FLOW_ARGS = ["--table-size=16"]  # one connection per NF, cleaned at its end
 NAT_ARGS = ["--snat=0.0.0.0/0=192.0.2.1", "--table-size=1048576"]
+# Per flow, each NF of the pool its own 64 of the SNAT ports (1,000 x 64 fit
+# in 1024-65535), back at its flow's end; the manager brings a connection's
+# replies to its NF by the translated tuple (sq_rekeyed).
+NAT_PER_FLOW_ARGS = ["--snat=0.0.0.0/0=192.0.2.1", "--table-size=16", "--ports-per-instance=64"]
+PER_FLOW_ARGS = {"conntrack": CT_PER_FLOW_ARGS, "nat": NAT_PER_FLOW_ARGS}
 
 # case -> (NF kind, assign)
 CASES = {
     "conntrack_rss": ("conntrack", "rss"),
     "conntrack_per_flow": ("conntrack", "per-flow"),
     "nat_rss": ("nat", "rss"),
+    "nat_per_flow": ("nat", "per-flow"),
 }
 # What the NF does with a connection it takes: the counter that says so.
 TAKEN = {"conntrack": "committed", "nat": "new_conns"}
@@ -86,7 +92,7 @@ def ct_counters(m: Any) -> dict[str, int]:
 def make_cfg(name: str, kind: str, assign: str, conns: int) -> dict[str, Any]:
     exe = f"squall-nf-{kind}"
     if assign == "per-flow":
-        svc = config.Service("nf", exe, list(CT_PER_FLOW_ARGS), instances=POOL, ring_slots=64,
+        svc = config.Service("nf", exe, list(PER_FLOW_ARGS[kind]), instances=POOL, ring_slots=64,
                              spin_us=20)  # fmt: skip
         cfg = config.tcp_conns_config(
             name, svc, conns, K, "per-flow", staggered=True,
@@ -159,18 +165,14 @@ def trial(m: Any, kind: str, conns_per_s: int, seconds: float) -> dict[str, Any]
 def run(ctx: Context) -> None:
     cases = ctx.param("cases", list(CASES))
     rates = ctx.param("conns_per_s", CONNS_PER_S, [5_000, 50_000])
-    # nat holds a port 10 s after a FIN: its trials outlast that, so a rate
-    # counts only if it holds once the ports come back.
+    # Shared nat holds a port 10 s after a FIN: its trials outlast that, so a
+    # rate counts only if it holds once the ports come back. Per flow, a
+    # port is back at its flow's end.
     trial_s = {
         "conntrack": ctx.param("trial_s", 5.0, 1.0),
         "nat": ctx.param("nat_trial_s", 12.0, 1.0),
     }
     conns = ctx.param("concurrent_conns", 64)
-    ctx.unavailable["nat_per_flow"] = (
-        "not measured: squall-nf-nat per flow gives every connection the first port of its "
-        "own range (each NF allocates alone), so connections collide outside; nat.c says "
-        "per-flow assignment cannot work until the manager learns a connection's reply tuple"
-    )
     rows: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for rep in range(ctx.reps):
         for case in cases:
@@ -179,8 +181,9 @@ def run(ctx: Context) -> None:
             # a faster rate's trial.
             for rate in rates:
                 cfg = make_cfg(ctx.manager_name(), kind, assign, conns)
+                seconds = trial_s["nat" if case == "nat_rss" else "conntrack"]
                 with ctx.manager(cfg, label=f"{case} {rate}/s") as m:
-                    r = trial(m, kind, rate, trial_s[kind])
+                    r = trial(m, kind, rate, seconds)
                 ctx.sample("trial", case=case, rep=rep, **r, exit_code=m.returncode)
                 rows.setdefault((case, rate), []).append(r)
                 ctx.log(
@@ -207,7 +210,8 @@ def run(ctx: Context) -> None:
     ctx.note(
         "Shared (rss): one instance, conntrack with a table of 1,048,576 slots and 1 s "
         "timeouts in SYN_SENT and the closing states; nat with 1,048,576 slots. Per-flow: a "
-        f"pool of {POOL} conntrack NFs (a table of 16 slots each, cleaned at the flow's end) "
+        f"pool of {POOL} NFs (a table of 16 slots each, cleaned at the flow's end; nat: 64 "
+        "SNAT ports each, its connections' replies brought to it by their translated tuple) "
         "taken lifo with pool_backlog_max 128, pool_fallback queue and spin_us 20, as "
         "flow_activations' best variant."
     )

@@ -36,6 +36,24 @@ sq_to(uint16_t service)
 	return ((sq_verdict_t)SQ_VERDICT_TO << 16) | service;
 }
 
+/** A verdict's flag: the packet leaves the NF with a new 5-tuple (a NAT, a
+ * load balancer's DNAT) that its flow is to be known by too. */
+#define SQ_VERDICT_F_REKEY (1u << 31)
+
+/**
+ * @p v, and the packet's flow is known from now on by the 5-tuple the packet
+ * leaves with as well, so that replies to the translated tuple reach the
+ * same per-flow NFs (`assign: per-flow`; a no-op for shared ones, whose
+ * instance rss picks). The manager reads the tuple as it takes the packet
+ * back; one per flow, the first kept. The packet goes through the manager
+ * (not a direct chain's hand-over), so it is known before it leaves.
+ */
+static inline sq_verdict_t
+sq_rekeyed(sq_verdict_t v)
+{
+	return v | SQ_VERDICT_F_REKEY;
+}
+
 /**
  * Metadata in each mbuf's private area. The manager fills it at rx; an NF may
  * read all of it and write only verdict (through its handler's return value),

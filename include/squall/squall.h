@@ -95,6 +95,15 @@ int sq_nf_set_burst_handler(struct sq_nf *nf, sq_burst_handler_fn fn, void *arg)
 /** Run @p fn when the NF stops. @return 0. */
 int sq_nf_set_state_cleaner(struct sq_nf *nf, sq_state_cleaner_fn fn, void *arg);
 
+/**
+ * Per flow (assign: per-flow), run the state cleaner when the manager ends
+ * the flow (after `flow_linger_ms`, or at the next flow's first packet),
+ * not at the second FIN or the RST this NF sees: for state the flow's last
+ * packets still need (a NAT translates the ACK of the second FIN too). The
+ * NF then goes back to its pool a round trip later. @return 0.
+ */
+int sq_nf_clean_at_flow_end(struct sq_nf *nf);
+
 /** Use @p fn for messages from the manager. @return 0, or -EINVAL if @p fn is NULL. */
 int sq_nf_set_msg_handler(struct sq_nf *nf, sq_msg_handler_fn fn, void *arg);
 

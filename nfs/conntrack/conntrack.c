@@ -363,6 +363,8 @@ main(int argc, char **argv)
 	       ct.sg->n_groups, slots);
 	sq_nf_set_burst_handler(nf, conntrack_burst, &ct);
 	sq_nf_set_state_cleaner(nf, conntrack_clean, &ct);
+	/* (the ACK of the second FIN needs the connection too) */
+	sq_nf_clean_at_flow_end(nf);
 	sq_nf_set_msg_handler(nf, conntrack_msg, &ct);
 	ret = sq_nf_run(nf);
 	ct_table_free(&ct.table);

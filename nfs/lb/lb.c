@@ -4,7 +4,10 @@
  * of its 5-tuple and is DNAT'd to it; the connection's choice is kept in an
  * affinity table (nfs/nat/nat.h's, both directions), so a connection stays
  * on its backend even when the backends change, and replies get the
- * virtual address back. IPv4, TCP and UDP.
+ * virtual address back. IPv4, TCP and UDP. Shared (one instance) or one
+ * NF per connection (assign: per-flow): a connection's first packet goes
+ * back rekeyed (sq_rekeyed), so the backend's replies, addressed from the
+ * backend and not the virtual address, reach the same NF.
  *
  * Backends change at run time through the NF's message ring (type 256:
  * "add ADDR:PORT", "remove ADDR:PORT", "reload" from --backends FILE; also
@@ -296,6 +299,9 @@ lb_one(struct lb *lb, struct rte_mbuf *pkt, uint64_t now_ms, uint64_t *b_ctr, ui
 		lb->bk.be[b].conns++;
 		if (b < BACKEND_COUNTERS)
 			b_ctr[b]++;
+		nat_rewrite(frame, &h, &p, &x);
+		/* Per flow, the manager brings the backend's replies here too. */
+		return sq_rekeyed(SQ_NEXT);
 	} else if (ret != NAT_XLATED) {
 		(*un)++;
 		return SQ_NEXT;
@@ -451,6 +457,8 @@ main(int argc, char **argv)
 	signal(SIGHUP, on_sighup);
 	sq_nf_set_burst_handler(nf, lb_burst, &lb);
 	sq_nf_set_state_cleaner(nf, lb_clean, &lb);
+	/* (the ACK of the second FIN needs the connection too) */
+	sq_nf_clean_at_flow_end(nf);
 	sq_nf_set_msg_handler(nf, lb_msg, &lb);
 	ret = sq_nf_run(nf);
 	nat_free(&lb.conns);

@@ -8,11 +8,12 @@
  * the translated one, so run one shared instance (instances: 1). With
  * several (assign: rss), give each its own share of the SNAT ports
  * (--ports-per-instance) and expect a reply to find its instance only when
- * the hash agrees. Per flow (assign: per-flow) the NF forgets its
- * connection and gives its ports back at the flow's end (its state
- * cleaner), but a reply cannot reach it yet: the manager's flow table is
- * keyed by the tuple as received, and a reply arrives with the translated
- * one, which no entry holds (docs/nf-api.md, "Stateful NFs").
+ * the hash agrees. Per flow (assign: per-flow) each NF holds one
+ * connection: it returns the connection's first packet rekeyed
+ * (sq_rekeyed), so the manager knows the flow by its translated tuple too
+ * and brings the replies here; it forgets the connection and gives its
+ * port back at the flow's end (its state cleaner). Give each NF of the pool
+ * its own ports (--ports-per-instance).
  */
 #include <arpa/inet.h>
 #include <getopt.h>
@@ -87,8 +88,10 @@ usage(FILE *f)
 		"                               NFs, must not share ports)\n"
 		"  --table-size N               entry slots, a power of 2 (default 65536; two\n"
 		"                               a connection, up to 3/4 full)\n"
-		"Replies must come back to the same instance: run one "
-		"instance.\n" NF_OPT_COMMON_HELP);
+		"Replies must come back to the same instance: run one shared instance, or\n"
+		"one NF per flow (assign: per-flow, with --ports-per-instance): the manager\n"
+		"brings a connection's replies to its NF by the translated "
+		"tuple.\n" NF_OPT_COMMON_HELP);
 }
 
 static int
@@ -249,20 +252,27 @@ nat_one(struct nat_nf *nn, struct rte_mbuf *pkt, uint64_t now_ms, uint64_t *ctr)
 	}
 	if (unlikely(p.icmp_error))
 		return nat_icmp_error(nn, frame, &h, &p, now_ms, ctr);
+	bool fresh = false;
+
 	switch (nat_translate(&nn->nat, &p, in_port, now_ms, &x)) {
-	case NAT_XLATED_NEW: ctr[C_NEW_CONNS]++; /* fall through */
+	case NAT_XLATED_NEW:
+		ctr[C_NEW_CONNS]++;
+		fresh = true;
+		break;
 	case NAT_XLATED: break;
 	case NAT_NO_PORT: ctr[C_NO_PORT]++; return SQ_DROP;
 	case NAT_TABLE_FULL: ctr[C_TABLE_FULL]++; return SQ_DROP;
 	default: ctr[C_UNTOUCHED]++; return SQ_NEXT;
 	}
-	if (memcmp(&x, &p.key, sizeof(x)) != 0) {
-		nat_rewrite(frame, &h, &p, &x);
-		ctr[C_XLATED]++;
-	} else {
+	if (memcmp(&x, &p.key, sizeof(x)) == 0) {
 		ctr[C_UNTOUCHED]++;
+		return nat_next(nn);
 	}
-	return nat_next(nn);
+	nat_rewrite(frame, &h, &p, &x);
+	ctr[C_XLATED]++;
+	/* A new connection's replies come back to the translated tuple: per
+	 * flow, the manager then brings them to this NF too. */
+	return fresh ? sq_rekeyed(nat_next(nn)) : nat_next(nn);
 }
 
 static void
@@ -374,6 +384,8 @@ main(int argc, char **argv)
 		nn.ctr[c] = sq_nf_counter_register(nf, counter_names[c]);
 	sq_nf_set_burst_handler(nf, nat_burst, &nn);
 	sq_nf_set_state_cleaner(nf, nat_clean, &nn);
+	/* (the ACK of the second FIN needs the connection too) */
+	sq_nf_clean_at_flow_end(nf);
 	ret = sq_nf_run(nf);
 	nat_free(&nn.nat);
 	return ret < 0 ? NF_EXIT_FAIL : NF_EXIT_OK;

@@ -809,6 +809,9 @@ FLOW_COUNTERS = {
     "flows_config_ended": "squall_flows_config_ended",
     "flows_ended": "squall_flows_ended",
     "handoffs": "squall_flow_handoffs",
+    "flows_rekeyed": "squall_flows_rekeyed",
+    "rekeys_refused": "squall_flow_rekeys_refused",
+    "rekeys_lost": "squall_flow_rekeys_lost",
     "setup_count": "squall_flow_setups",
 }
 

@@ -126,6 +126,42 @@ def test_lb_spreads_and_keeps_connections(backends: bytes, mgr: Manager, tmp_pat
     assert c["dropped"] == 0, c
 
 
+def test_per_flow_lb_over_tcp(backends: bytes, mgr: Manager, tmp_path: Path) -> None:
+    """Per flow over TCP: each connection gets its own LB NF, which DNATs the
+    SYN to a backend and returns it rekeyed (sq_rekeyed); the backend's
+    replies, from 10.77.0.2:PORT and not the virtual address, reach the same
+    NF by the flow's second key and get the virtual address back. Every
+    backend serves some of the connections, each to its end."""
+    assert (
+        ns("client", "ip", "neigh", "add", VIP, "lladdr", SERVER_MAC, "dev", "sq-c0").returncode
+        == 0
+    )
+    cfg = lb_config(mgr)
+    cfg["services"][0].update(instances=4)
+    for rule in cfg["rules"]:
+        rule["assign"] = "per-flow"
+    cfg["manager"].update(flow_linger_ms=100, flow_idle_timeout_ms=2000)
+    mgr.start(cfg)
+    got: collections.Counter[str] = collections.Counter()
+    for _ in range(N_CONNS):
+        r = ns("client", "curl", "-sS", "--max-time", "20", f"http://{VIP}/id.txt")
+        assert r.returncode == 0, f"{r}\n{mgr.snapshot()}"
+        got[r.stdout] += 1
+    assert set(got) == {str(p) for p in PORTS}, got
+    blob = tmp_path / "got.bin"
+    r = ns("client", "curl", "-sS", "--max-time", "60", "-o", str(blob), f"http://{VIP}/blob.bin")
+    assert r.returncode == 0 and blob.read_bytes() == backends, r
+    n = N_CONNS + 1
+    mgr.wait_for(lambda: mgr.query("/squall/flows")["flows_ended"] >= n, 10, f"{n} flows ended")
+    flows = mgr.query("/squall/flows")
+    assert flows["flows_created"] == flows["flows_rekeyed"] == flows["flows_closed"] == n, flows
+    ex = mgr.finish()
+    assert ex["stats"]["drops"]["stray"] == 0, ex["stats"]["drops"]
+    counters = [nf["counters"] for nf in ex["nfs"].values()]
+    assert sum(c[f"conns_b{i}"] for c in counters for i in range(len(PORTS))) == n, counters
+    assert sum(c["dropped"] for c in counters) == 0, counters
+
+
 def lb_say(mgr: Manager, text: str) -> str:
     """Send @text to the lb NF (message type 256) and return its answer."""
 

@@ -178,18 +178,23 @@ def fetch(url: str, out: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def download_three_times(body: bytes, mgr: Manager, tmp_path: Path) -> None:
+    """Three 1 MiB downloads through SNAT, byte for byte; the server saw the
+    translated address, never the client's own."""
+    got = tmp_path / "got.bin"
+    for _ in range(3):
+        r = fetch(f"http://{SERVER_IP}:{HTTP_PORT}/blob.bin", got)
+        assert r.returncode == 0 and r.stdout == "200", f"{r}\n{mgr.snapshot()}"
+        assert got.read_bytes() == body, "body differs"
+    log = (tmp_path / "http.log").read_text()
+    assert f"{SNAT_IP} - -" in log and "10.77.0.1 - -" not in log, log
+
+
 def test_snat_long_transfers(http_server: bytes, mgr: Manager, tmp_path: Path) -> None:  # noqa: F811
     assert ns("client", "ip", "addr", "add", f"{SNAT_IP}/32", "dev", "sq-c0").returncode == 0
     mgr.start(nat_config(mgr, ["--snat", f"10.77.0.1/32={SNAT_IP}:20000-20999"]))
     errors_before = csum_errors("client") + csum_errors("server")
-    got = tmp_path / "got.bin"
-    for _ in range(3):
-        r = fetch(f"http://{SERVER_IP}:{HTTP_PORT}/blob.bin", got)
-        assert r.returncode == 0 and r.stdout == "200", f"{r}\n{mgr.nfs()}"
-        assert got.read_bytes() == http_server, "body differs"
-    # The server saw the translated address, never the client's own.
-    log = (tmp_path / "http.log").read_text()
-    assert f"{SNAT_IP} - -" in log and "10.77.0.1 - -" not in log, log
+    download_three_times(http_server, mgr, tmp_path)
     # (Retransmissions are no measure of it: 4 and 78 segments in 2 runs of
     # 8 here, the manager polling, no drop counted in it or its ports: TCP's
     # own timers, or the af_packet sockets' kernel rings, which 22.11's
@@ -268,14 +273,13 @@ def test_per_flow_snat_gives_ports_back(udp_sink: Path, mgr: Manager) -> None:
     assert c["new_conns"] == 6 and c["translated"] == 6 and c["drop_no_port"] == 0, c
 
 
-def test_per_flow_snat_tcp_reply_misses_its_flow(http_server: bytes, mgr: Manager) -> None:  # noqa: F811
-    """What per-flow NAT cannot do yet, shown: the SYN is translated by its
-    flow's NF, but the SYN-ACK comes back to 10.77.0.100:port, a 5-tuple no
-    entry of the manager's flow table holds (it keys a flow by the tuple as
-    received; the translated one only the NF knows). A TCP packet of no
-    flow that is not a SYN opens none: the director drops it as a stray,
-    and curl's connect times out. When the manager learns a flow's reply
-    tuple, this test must fail and become a per-flow curl that works."""
+def test_per_flow_snat_over_tcp(http_server: bytes, mgr: Manager, tmp_path: Path) -> None:  # noqa: F811
+    """Per flow over TCP: each connection gets its own NAT NF, which returns
+    the SYN rekeyed (sq_rekeyed); the manager then knows the flow by its
+    translated tuple too, so the SYN-ACK and every reply, addressed to
+    10.77.0.100:port, reach that NF and are translated back. Three 1 MiB
+    downloads, byte for byte; each flow closed by its FINs, seen from both
+    sides through the two keys (not ended by the idle timeout)."""
     assert ns("client", "ip", "addr", "add", f"{SNAT_IP}/32", "dev", "sq-c0").returncode == 0
     mgr.start(
         nat_config(
@@ -285,13 +289,15 @@ def test_per_flow_snat_tcp_reply_misses_its_flow(http_server: bytes, mgr: Manage
             instances=8,
         )
     )
-    r = ns("client", "curl", "-sS", "--connect-timeout", "3", f"http://{SERVER_IP}:{HTTP_PORT}/")
-    assert r.returncode == 28, r  # connect timed out
+    errors_before = csum_errors("client") + csum_errors("server")
+    download_three_times(http_server, mgr, tmp_path)
+    assert csum_errors("client") + csum_errors("server") == errors_before
+    mgr.wait_for(lambda: mgr.query("/squall/flows")["flows_ended"] >= 3, 10, "3 flows ended")
+    flows = mgr.query("/squall/flows")
+    assert flows["flows_rekeyed"] == flows["flows_created"] == 3, flows
+    assert flows["flows_closed"] == 3 and flows["rekeys_refused"] == 0, flows
+    assert flows["rekeys_lost"] == 0, flows
     ex = mgr.finish()
     c = nat_counters(ex)
-    drops = ex["stats"]["drops"]
-    # the SYNs (curl resends within its 3 s) translated by their flow's NF...
-    assert c["new_conns"] >= 1 and c["translated"] >= c["new_conns"], c
-    # ...every SYN-ACK to the translated address dropped before any NF
-    # (what the NFs passed untouched is ARP, which belongs to no flow)
-    assert drops["stray"] >= c["new_conns"], drops
+    assert c["new_conns"] == 3 and c["translated"] >= 3 * 700, c
+    assert ex["stats"]["drops"]["stray"] == 0, ex["stats"]["drops"]
