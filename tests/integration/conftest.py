@@ -188,7 +188,9 @@ class Manager:
         cmd = self.command("-q", "--exit-stats", str(self.exit_stats_path), *options)
         with self.stdout_path.open("wb") as out, self.stderr_path.open("wb") as err:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + START_TIMEOUT_S
+        # (10,000 NFs start in ~10 s alone, past 30 s late in a CI run)
+        timeout_s = START_TIMEOUT_S + 0.005 * want_nfs
+        deadline = time.monotonic() + timeout_s
         while True:
             rc = self.proc.poll()
             if rc is not None:
@@ -210,7 +212,7 @@ class Manager:
                     self._tm = None
             if time.monotonic() > deadline:
                 raise AssertionError(
-                    f"manager not ready within {START_TIMEOUT_S} s: telemetry at "
+                    f"manager not ready within {timeout_s:g} s: telemetry at "
                     f"{socket_path(self.name)} must show nfs_live >= {want_nfs}\n"
                     f"{self.snapshot()}"
                 )
