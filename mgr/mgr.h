@@ -141,6 +141,9 @@ struct mgr_nf {
 	_Atomic bool active;   /* on the tx role's list: may have packets to return */
 	_Atomic bool retiring; /* control role: stopping for good (a service removed or shrunk) */
 	_Atomic bool reaped;   /* main lcore: gone and what it held reclaimed; slot reusable */
+	/* control role: its slot is being set up (ctl and rings written anew,
+	 * a reused id's too); the region check leaves it alone meanwhile */
+	_Atomic bool setting_up;
 	/* scaler: takes no new flow (scaled in, or not started yet); the
 	 * flows it has stay with it until they end (mgr/scaler.c) */
 	_Atomic bool blocked;
@@ -156,6 +159,7 @@ struct mgr_nf {
 	/* The manager's copies of what it also wrote into the NF's ctl (which
 	 * the NF can rewrite): used as indexes and names, never read back. */
 	uint32_t core_group;
+	char name[SQ_NAME_LEN]; /* its service's: kept after the service is removed */
 	uint32_t rx_mask; /* the rings' masks, checked before each burst */
 	uint32_t tx_mask;
 	uint32_t tx_cons; /* where our dequeues of the tx ring are */
@@ -352,14 +356,13 @@ mgr_no_nf_cause(const struct mgr *mgr, uint16_t service)
 		       : SQ_DROP_NO_NF;
 }
 
-/* An NF's service name for logs: the config's, never the NF-writable copy in
- * its control block; a removed service's slot has none. */
+/* An NF's service name for logs: the manager's copy, never the NF-writable
+ * one in its control block (and still there once the service is removed). */
 static inline const char *
 mgr_nf_service_name(const struct mgr *mgr, const struct mgr_nf *nf)
 {
-	const char *name = mgr->cfg->services[nf->service].name;
-
-	return name[0] != '\0' ? name : "(removed service)";
+	(void)mgr;
+	return nf->name;
 }
 
 /* region.c */

@@ -170,8 +170,10 @@ init_nf(struct mgr *mgr, struct mgr_nf *nf, uint16_t service, uint16_t instance)
 	struct sq_nf_ctl *ctl;
 	int ret;
 
+	atomic_store(&nf->setting_up, true);
 	nf->service = service;
 	nf->instance = instance;
+	snprintf(nf->name, sizeof(nf->name), "%s", cs->name);
 	nf->max_outstanding = cs->max_outstanding_pkts;
 	ret = setup_rings(mgr, nf, cs);
 	if (ret < 0)
@@ -209,6 +211,7 @@ init_nf(struct mgr *mgr, struct mgr_nf *nf, uint16_t service, uint16_t instance)
 	mgr_wakeup_init_nf(nf, &cs->wake);
 	atomic_store(&ctl->state, SQ_NF_FREE);
 	ctl->abi_version = SQ_ABI_VERSION;
+	atomic_store_explicit(&nf->setting_up, false, memory_order_release);
 	return 0;
 }
 
@@ -604,7 +607,7 @@ wait_ready(struct mgr *mgr, struct mgr_nf *nf)
 	while (!mgr_nf_is_ready(nf)) {
 		if (waitpid(nf->pid, &status, WNOHANG) == nf->pid) {
 			MGR_LOG(ERR, "%s#%u (pid %d) exited during start with %s %d\n",
-				mgr->cfg->services[nf->service].name, nf->instance, nf->pid,
+				nf->name, nf->instance, nf->pid,
 				WIFSIGNALED(status) ? "signal" : "status",
 				WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
 			nf->pid = 0;
@@ -613,7 +616,7 @@ wait_ready(struct mgr *mgr, struct mgr_nf *nf)
 		}
 		if (rte_rdtsc() > deadline) {
 			MGR_LOG(ERR, "%s#%u (pid %d) not ready after %d ms\n",
-				mgr->cfg->services[nf->service].name, nf->instance, nf->pid,
+				nf->name, nf->instance, nf->pid,
 				NF_READY_TIMEOUT_MS);
 			return -ETIMEDOUT;
 		}
@@ -1180,7 +1183,7 @@ nf_gone(struct mgr *mgr, struct mgr_nf *nf, int status)
 	set_exit_reason(nf, status);
 	/* Expected at shutdown: INFO; otherwise the user should know: WARNING. */
 	rte_log((stopping || retiring) && clean ? RTE_LOG_INFO : RTE_LOG_WARNING, sq_logtype_mgr,
-		"squall-mgr: %s#%u (pid %d) %s %d\n", mgr->cfg->services[nf->service].name,
+		"squall-mgr: %s#%u (pid %d) %s %d\n", nf->name,
 		nf->instance, nf->pid, WIFSIGNALED(status) ? "killed by signal" : "exited with",
 		WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
 	nf->pid = 0;

@@ -479,25 +479,27 @@ repair_rx_positions(struct mgr *mgr, struct mgr_nf *nf)
 }
 
 /* An NF's ctl: the manager uses its own copies (struct mgr_nf, the config);
- * what it repairs here is for the NFs that read them and for the count. */
+ * what it repairs here is for the NFs that read them and for the count.
+ * The name is compared with the NF's own copy, not the running config's:
+ * a service being removed is gone from the config before its NFs stop. */
 static void
 check_ctl(struct mgr *mgr, struct mgr_nf *nf)
 {
-	const char *name = mgr->cfg->services[nf->service].name;
 	struct sq_nf_ctl *ctl = nf->ctl;
 
-	/* Being stopped by the control role (its service removed or shrunk):
-	 * the manager set its stop word, and its service may have no name. */
-	if (atomic_load(&nf->retiring))
+	/* Being set up (the control role writes its ctl), or stopped by the
+	 * control role (its service removed or shrunk: the stop word is ours). */
+	if (atomic_load_explicit(&nf->setting_up, memory_order_acquire) ||
+	    atomic_load(&nf->retiring))
 		return;
 	if (ctl->core_group != nf->core_group) {
 		mgr->region_corrupt[MGR_CORRUPT_CORE_GROUP]++;
 		ctl->core_group = nf->core_group;
 	}
 	if (memchr(ctl->service, '\0', sizeof(ctl->service)) == NULL ||
-	    strcmp(ctl->service, name) != 0) {
+	    strcmp(ctl->service, nf->name) != 0) {
 		mgr->region_corrupt[MGR_CORRUPT_SERVICE]++;
-		snprintf(ctl->service, sizeof(ctl->service), "%s", name);
+		snprintf(ctl->service, sizeof(ctl->service), "%s", nf->name);
 	}
 	repair_ring(mgr, nf->rx, nf->rx_mask);
 	repair_ring(mgr, nf->tx, nf->tx_mask);
