@@ -160,7 +160,7 @@ struct mgr_nf {
 	 * the NF can rewrite): used as indexes and names, never read back. */
 	uint32_t core_group;
 	char name[SQ_NAME_LEN]; /* its service's: kept after the service is removed */
-	uint32_t rx_mask; /* the rings' masks, checked before each burst */
+	uint32_t rx_mask;       /* the rings' masks, checked before each burst */
 	uint32_t tx_mask;
 	uint32_t tx_cons; /* where our dequeues of the tx ring are */
 	uint32_t rx_prod; /* where our enqueues onto the rx ring are */

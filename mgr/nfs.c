@@ -606,18 +606,16 @@ wait_ready(struct mgr *mgr, struct mgr_nf *nf)
 
 	while (!mgr_nf_is_ready(nf)) {
 		if (waitpid(nf->pid, &status, WNOHANG) == nf->pid) {
-			MGR_LOG(ERR, "%s#%u (pid %d) exited during start with %s %d\n",
-				nf->name, nf->instance, nf->pid,
-				WIFSIGNALED(status) ? "signal" : "status",
+			MGR_LOG(ERR, "%s#%u (pid %d) exited during start with %s %d\n", nf->name,
+				nf->instance, nf->pid, WIFSIGNALED(status) ? "signal" : "status",
 				WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
 			nf->pid = 0;
 			atomic_store(&nf->ctl->state, SQ_NF_DEAD);
 			return -ECHILD;
 		}
 		if (rte_rdtsc() > deadline) {
-			MGR_LOG(ERR, "%s#%u (pid %d) not ready after %d ms\n",
-				nf->name, nf->instance, nf->pid,
-				NF_READY_TIMEOUT_MS);
+			MGR_LOG(ERR, "%s#%u (pid %d) not ready after %d ms\n", nf->name,
+				nf->instance, nf->pid, NF_READY_TIMEOUT_MS);
 			return -ETIMEDOUT;
 		}
 		nanosleep(&nap, NULL);
@@ -1183,8 +1181,8 @@ nf_gone(struct mgr *mgr, struct mgr_nf *nf, int status)
 	set_exit_reason(nf, status);
 	/* Expected at shutdown: INFO; otherwise the user should know: WARNING. */
 	rte_log((stopping || retiring) && clean ? RTE_LOG_INFO : RTE_LOG_WARNING, sq_logtype_mgr,
-		"squall-mgr: %s#%u (pid %d) %s %d\n", nf->name,
-		nf->instance, nf->pid, WIFSIGNALED(status) ? "killed by signal" : "exited with",
+		"squall-mgr: %s#%u (pid %d) %s %d\n", nf->name, nf->instance, nf->pid,
+		WIFSIGNALED(status) ? "killed by signal" : "exited with",
 		WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
 	nf->pid = 0;
 	/* Woken but never ran: it no longer waits for its core. Died awake:

@@ -112,6 +112,21 @@ def records(system: Any) -> dict[str, Any]:
     return {}
 
 
+def client_timestamps() -> list[str]:
+    """The client's TCP timestamps without a per-connection offset, for every
+    system alike. ab reuses a client port within a second; with Linux's
+    random offsets the new connection's timestamps may be older than those
+    the server's TIME_WAIT socket for that port pair keeps, and the server
+    answers its SYN with an ACK for the old connection (PAWS). Through the
+    kernel's tracker and Squall's the client sees that ACK, resets, and its
+    next SYN gets through; OVS's userspace tracker drops it as out of window
+    (conntrack_tcp_seq_chk_failed), and the connection stalls until ab's
+    timeout."""
+    cmd = netns.in_ns(netns.CLIENT_NS, ["sysctl", "-qw", "net.ipv4.tcp_timestamps=2"])
+    subprocess.run(cmd, check=True, timeout=10)
+    return cmd
+
+
 class StartFailed(Exception):
     pass
 
@@ -121,6 +136,7 @@ def measure(
 ) -> dict[str, list[float]]:
     ctx.command(["scripts/netns.sh", "up"], what="namespaces")
     netns.netns("up")
+    ctx.command(client_timestamps(), what="client TCP timestamps")
     servers: list[netns.Background] = []
     r: dict[str, list[float]] = {}
     try:
@@ -146,6 +162,10 @@ def measure(
                 "the system does not filter as the others do"
             )
         for rep in range(ctx.reps):
+            prep = getattr(system, "between_reps", None)
+            done = prep() if prep is not None and rep > 0 else None
+            if done:
+                ctx.note(f"{sname} before rep {rep}: {done}")
             a, cmd = netns.ab(requests, conc)
             ctx.command(cmd, what="ab", system=sname)
             seen = server_peers()
@@ -165,6 +185,8 @@ def measure(
                 f"server saw {seen}"
             )
         rec = records(system)
+        if hasattr(system, "nat_exhausted"):
+            rec["nat_refused_log_lines"] = system.nat_exhausted()
         ctx.sample("counters", system=sname, counters=rec)
         ctx.log(f"{sname} counters: {rec}")
     finally:
@@ -239,8 +261,25 @@ def run(ctx: Context) -> None:
         "nftables forward chain: ct state established,related accept, invalid drop, new to "
         "the allowed ports accept, the rest dropped (and masquerade out of sq-s1). "
         "ovs-ct(-nat): ovs-vswitchd (DPDK, userspace datapath, PMD on core 0) with "
-        "ct(zone=1) / ct(commit,zone=1) flows (and ct(nat), nat(src=10.77.0.254)). Before "
-        "measuring, each system must drop a new connection to port 22 (samples 'start')."
+        "ct(zone=1) / ct(commit,zone=1) flows (and ct(nat), nat(src=10.77.0.254:1024-65535)). "
+        "Before measuring, each system must drop a new connection to port 22 (samples "
+        "'start')."
+    )
+    ctx.note(
+        "ovs-ct-nat's connection table is flushed before each repetition after the first "
+        "(no connection is open then): OVS's userspace NAT refuses new connections "
+        "('Unable to NAT due to tuple space exhaustion', counted in its counters sample as "
+        "nat_refused_log_lines) once the earlier repetitions' closed connections fill it "
+        "and the client reuses its ports (measured while building this bench: repetitions "
+        "after the first ran at about 1,600 connections/s, SYNs waiting on retransmission). "
+        "The kernel and Squall run all repetitions on one table."
+    )
+    ctx.note(
+        "The client's TCP timestamps have no per-connection offset (tcp_timestamps=2 in ns "
+        "client, for every system): with them, a reused client port's SYN can be older "
+        "than the server's TIME_WAIT socket remembers, the server answers with an ACK for "
+        "the old connection, and OVS's tracker drops that ACK, so the client never resets "
+        "and the connection stalls (measured while building this bench: ab timed out)."
     )
     ctx.note(
         "The server reaches 10.77.0.254 at the client's MAC (a static neighbour) for Squall "

@@ -248,7 +248,10 @@ conntrack_one(struct conntrack *ct, struct rte_mbuf *pkt, uint64_t now_ms, uint6
 		return SQ_DROP;
 	}
 	if (res.conn != NULL) {
-		ctr[C_ESTABLISHED]++;
+		/* a closed connection's tuple reused: a new connection, committed
+		 * on the old entry (a client that reuses its ports would otherwise
+		 * show far fewer connections than it made) */
+		ctr[res.reopened ? C_COMMITTED : C_ESTABLISHED]++;
 		return SQ_NEXT;
 	}
 	ret = ct_commit(&ct->table, &p, now_ms, &res);

@@ -176,6 +176,9 @@ struct ct_result {
 	enum ct_info info;
 	struct ct_conn *conn; /* NULL for an untracked NEW, RELATED and most INVALID */
 	int dir;              /* CT_ORIG or CT_REPLY when conn != NULL */
+	/* CT_NEW on a closed connection's entry (TIME_WAIT, CLOSE) whose tuple a
+	 * new SYN reused: a new connection, not a retransmitted SYN */
+	bool reopened;
 };
 
 /* ------------------------------------------------------------------ table */
@@ -586,6 +589,7 @@ ct_track(struct ct_table *t, const struct ct_pkt *p, uint64_t now_ms, struct ct_
 
 	res->conn = NULL;
 	res->dir = CT_ORIG;
+	res->reopened = false;
 	if (p->icmp_error) {
 		/* RELATED if it quotes a packet of a live connection, either way. */
 		res->info = ct_find(t, &p->inner, now_ms, &d) != NULL ? CT_RELATED : CT_INVALID;
@@ -599,7 +603,14 @@ ct_track(struct ct_table *t, const struct ct_pkt *p, uint64_t now_ms, struct ct_
 	res->conn = c;
 	res->dir = d;
 	switch (p->key.proto) {
-	case IPPROTO_TCP: res->info = ct_tcp_update(c, d, p); break;
+	case IPPROTO_TCP: {
+		uint8_t was = c->tcp_state;
+
+		res->info = ct_tcp_update(c, d, p);
+		res->reopened =
+			res->info == CT_NEW && (was == CT_TCP_TIME_WAIT || was == CT_TCP_CLOSE);
+		break;
+	}
 	case IPPROTO_ICMP:
 	case IPPROTO_ICMPV6:
 		if ((d == CT_ORIG && !p->icmp_request) || (d == CT_REPLY && !p->icmp_reply)) {
@@ -657,6 +668,7 @@ ct_commit(struct ct_table *t, const struct ct_pkt *p, uint64_t now_ms, struct ct
 	res->conn = c;
 	res->dir = CT_ORIG;
 	res->info = CT_NEW;
+	res->reopened = false;
 	return 0;
 }
 

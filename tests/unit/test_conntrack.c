@@ -214,6 +214,19 @@ test_tcp_handshake(void)
 	CHECK(feed(tcp(CT_REPLY, F_RA, 0, 999, 0, 0)) == CT_INVALID); /* not our SYN */
 	CHECK(feed(tcp(CT_REPLY, F_RA, 0, 1001, 0, 0)) == CT_ESTABLISHED);
 	CHECK(tcp_state() == CT_TCP_CLOSE);
+
+	/* The tuple reused: a new connection on the closed one's entry (the NF
+	 * counts it committed), its retransmission not. */
+	{
+		struct ct_pkt syn = tcp(CT_ORIG, F_S, 7000, 0, 1000, 0);
+		struct ct_result res;
+
+		CHECK(ct_track(&tbl, &syn, now, &res) == CT_NEW && res.conn != NULL &&
+		      res.reopened);
+		CHECK(ct_track(&tbl, &syn, now, &res) == CT_NEW && res.conn != NULL &&
+		      !res.reopened);
+		CHECK(tcp_state() == CT_TCP_SYN_SENT && tbl.n_used == 1);
+	}
 }
 
 static void
