@@ -242,3 +242,45 @@ def test_a_forged_woken_count_holds_back_no_flow(mgr: Manager) -> None:
     assert flows["flows_created"] >= conns - 2, (flows, pool)
     assert pool["backlogged"] <= 2, pool
     mgr.finish()
+
+
+HOSTILE = BUILD / "tests" / "nfs" / "squall-nf-hostile"
+
+
+def test_an_nf_cannot_claim_another_flows_tuple(mgr: Manager) -> None:
+    """A per-flow NF that rewrites its packets to the neighbouring flow's tuple
+    and returns them sq_rekeyed() (what a NAT does with its translation) must
+    not get that flow's packets: a second key that is already a flow's key is
+    refused (mgr/director.c add_alias), counted, and each flow's packets stay
+    with its own NF."""
+    cfg = mgr.config(
+        ports=[
+            {"name": "gen", "devargs": "net_null0,no-rx=1"},
+            {"name": "out", "devargs": "net_null1,no-rx=1"},
+        ],
+        services=[{"name": "s", "exec": str(HOSTILE), "args": ["--try", "rekey"], "instances": 4}],
+        chains=[{"name": "c", "services": ["s"]}],
+        rules=[{"in_port": "gen", "chain": "c", "out_port": "out", "assign": "per-flow"}],
+    )
+    # Two UDP flows in turn (10.1.0.0:1024 and 10.1.0.1:1025 to 10.2.0.1:9):
+    # each NF claims the other's tuple from its second packet on.
+    cfg["generator"] = {"port": "gen", "rate_pps": 0, "flows": 2}
+    mgr.start(cfg)
+    mgr.query("/squall/gen_rate,2000")
+    sent = mgr.gen_send(200)
+    mgr.wait_accounted(sent)
+    # every claim after each NF's first packet, each refused (the director
+    # takes the claims every poll period)
+    mgr.wait_for(
+        lambda: mgr.query("/squall/flows")["rekeys_refused"] >= sent - 2, 10, "claims refused"
+    )
+    flows = mgr.query("/squall/flows")
+    assert flows["flows_created"] == 2, flows
+    assert flows["flows_rekeyed"] == 0, flows
+    assert flows["rekeys_refused"] == sent - 2, flows
+    assert flows["rekeys_lost"] == 0, flows
+    busy = sorted(nf["rx_pkts"] for nf in mgr.nfs().values() if nf["rx_pkts"] > 0)
+    assert busy == [sent // 2, sent - sent // 2], busy
+    st = mgr.stats()
+    assert st["tx_pkts"] == sent and st["drop_pkts"] == 0, st["drops"]
+    mgr.finish()

@@ -6,7 +6,7 @@
  * the sandbox's filter forbids ends the process (SIGSYS) instead.
  *
  *   squall-nf-hostile --try socket|fork|ptrace|kill|setuid|mount|alloc|pool|
- *                           region|peek|poke|snoop|ctl|ring|spin|threads
+ *                           region|peek|poke|snoop|ctl|ring|spin|threads|rekey
  *                     [--marker HEX]
  *                     [--after-ms MS]
  *
@@ -28,6 +28,13 @@
  * returns from its handler.
  * --after-ms: try at the first burst MS after the start, not the first
  * (a harness that waits for every NF to run sees this one run first).
+ *
+ * rekey, unlike the others, goes on for every packet from the NF's second:
+ * it rewrites an IPv4 UDP/TCP packet's source to the generator's
+ * neighbouring flow (the last address byte and the port with their lowest
+ * bit flipped: flow 2k <-> 2k+1) and returns it sq_rekeyed(), claiming that
+ * flow's tuple as its own flow's second key (the manager must refuse a tuple
+ * that is already a flow's key).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -46,6 +53,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <rte_ether.h>
+#include <rte_ip.h>
 #include <rte_mempool.h>
 #include <rte_ring.h>
 
@@ -375,9 +384,35 @@ try_once(struct sq_nf *nf, struct rte_mbuf *m)
 	}
 }
 
+/* rekey: the packet's source moved to the neighbouring generator flow's. */
+static void
+claim_neighbour(struct rte_mbuf *m)
+{
+	struct rte_ether_hdr *eth = rte_pktmbuf_mtod(m, struct rte_ether_hdr *);
+	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(eth + 1);
+	rte_be16_t *sport = (rte_be16_t *)((uint8_t *)ip + rte_ipv4_hdr_len(ip));
+
+	if (eth->ether_type != rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4) ||
+	    (ip->next_proto_id != IPPROTO_UDP && ip->next_proto_id != IPPROTO_TCP))
+		return;
+	ip->src_addr ^= rte_cpu_to_be_32(1);
+	*sport ^= rte_cpu_to_be_16(1);
+	ip->hdr_checksum = 0;
+	ip->hdr_checksum = rte_ipv4_cksum(ip);
+	sq_pkt_set_verdict(m, sq_rekeyed(SQ_NEXT));
+}
+
 static void
 burst(struct rte_mbuf **pkts, uint16_t n, void *arg)
 {
+	static uint64_t seen;
+
+	if (what != NULL && strcmp(what, "rekey") == 0) {
+		for (uint16_t i = 0; i < n; i++)
+			if (seen++ > 0)
+				claim_neighbour(pkts[i]);
+		return;
+	}
 	if (!tried && n > 0 && now_ms() - start_ms >= after_ms) {
 		tried = true;
 		try_once(arg, pkts[0]);
@@ -412,7 +447,7 @@ main(int argc, char **argv)
 	}
 	if (what == NULL) {
 		fprintf(stderr, NF_NAME ": --try socket|fork|ptrace|kill|setuid|mount|alloc|pool|"
-					"region|peek|poke|snoop|ctl|ring|spin|threads "
+					"region|peek|poke|snoop|ctl|ring|spin|threads|rekey "
 					"[--marker HEX]\n");
 		return NF_EXIT_USAGE;
 	}
