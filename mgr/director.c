@@ -185,6 +185,7 @@ struct director {
 	uint32_t n_waiting; /* packets in all the fallback queues */
 	bool redoing_wait;  /* drain_waiting is steering a packet that waited */
 	uint64_t next_poll_tsc;
+	uint64_t last_sweep_tsc; /* the idle sweep's last pass (expire_flows) */
 	uint64_t linger_tsc, idle_tsc, half_open_tsc, period_tsc;
 	struct director_stats st;
 	/* Second keys of flows (sq_rekeyed), data: the flow's position; the rx
@@ -1583,9 +1584,16 @@ static void
 expire_flows(struct mgr *mgr, struct director *d, uint64_t now)
 {
 	uint64_t tx_round = atomic_load(&mgr->tx_rounds);
-	uint32_t n = RTE_MIN(
-		mgr->cfg->max_flows,
-		RTE_MAX(64u, mgr->cfg->max_flows / (1000000u / DIRECTOR_PERIOD_US / SWEEPS_PER_S)));
+	/* The share of the table that the time since the last pass is of a
+	 * sweep's: periods are not every DIRECTOR_PERIOD_US when the manager
+	 * sleeps (up to its control period, waiting on a port's interrupt or
+	 * socket), and a sweep paced by passes then took seconds per pass. */
+	uint64_t since = RTE_MIN(d->last_sweep_tsc != 0 ? now - d->last_sweep_tsc : d->period_tsc,
+				 rte_get_tsc_hz()); /* (a second: the whole table, no overflow) */
+	uint64_t share = (uint64_t)mgr->cfg->max_flows * since * SWEEPS_PER_S / rte_get_tsc_hz();
+	uint32_t n = (uint32_t)RTE_MIN((uint64_t)mgr->cfg->max_flows, RTE_MAX(64u, share));
+
+	d->last_sweep_tsc = now;
 
 	end_closed_flows(mgr, d, now, tx_round);
 	for (uint32_t i = 0; i < n; i++) {

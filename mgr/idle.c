@@ -27,15 +27,42 @@
  * sleep of tens of microseconds to several times its length. */
 #define TIMER_SLACK_NS    1000
 
+/* Ports without an rx interrupt whose PMD reads a socket: a plain epoll of
+ * those sockets (kept apart from DPDK's: rte_epoll_wait takes every event's
+ * data for its own). Only when every port has one: a port that has none
+ * must be polled, and the timed sleep does. */
+static int
+add_sockets(struct mgr_idle *idle, const int *rx_sock_fds, const bool *has_intr)
+{
+	uint16_t n = 0;
+
+	for (uint16_t i = 0; i < idle->n_ports; i++)
+		n += !has_intr[i] && rx_sock_fds[i] >= 0;
+	if (n == 0 || n != idle->n_ports)
+		return 0;
+	idle->sock_epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (idle->sock_epfd < 0)
+		return -errno;
+	for (uint16_t i = 0; i < idle->n_ports; i++) {
+		struct epoll_event ev = {.events = EPOLLIN, .data.u32 = i};
+
+		if (epoll_ctl(idle->sock_epfd, EPOLL_CTL_ADD, rx_sock_fds[i], &ev) == 0)
+			idle->n_sock++;
+	}
+	return 0;
+}
+
 int
-mgr_idle_init(struct mgr_idle *idle, const uint16_t *port_ids, uint16_t n_ports,
-	      _Atomic uint32_t *asleep, _Atomic uint64_t *tx_ready, size_t n_tx_ready_words)
+mgr_idle_init(struct mgr_idle *idle, const uint16_t *port_ids, const int *rx_sock_fds,
+	      uint16_t n_ports, _Atomic uint32_t *asleep, _Atomic uint64_t *tx_ready,
+	      size_t n_tx_ready_words)
 {
 	bool has_fd[SQ_MAX_PORTS];
 	int ethdev_log, ethdev_level;
 
 	*idle = (struct mgr_idle){
 		.epfd = -1,
+		.sock_epfd = -1,
 		.n_ports = n_ports,
 		.asleep = asleep,
 		.tx_ready = tx_ready,
@@ -70,7 +97,7 @@ mgr_idle_init(struct mgr_idle *idle, const uint16_t *port_ids, uint16_t n_ports,
 					      NULL) == 0)
 			idle->n_intr++;
 	}
-	return 0;
+	return add_sockets(idle, rx_sock_fds, has_fd);
 }
 
 void
@@ -79,6 +106,9 @@ mgr_idle_free(struct mgr_idle *idle)
 	if (idle->epfd >= 0)
 		close(idle->epfd);
 	idle->epfd = -1;
+	if (idle->sock_epfd >= 0)
+		close(idle->sock_epfd);
+	idle->sock_epfd = -1;
 }
 
 /* (exact to a nanosecond for gaps of up to 70 days at 3 GHz) */
@@ -178,6 +208,26 @@ sleep_on_intr(struct mgr_idle *idle, uint64_t limit_ns)
 		idle->wakes_by_timer++;
 }
 
+/* Every port is read from a socket and nothing is held: wait for a frame.
+ * epoll is level-triggered: a frame that came since the last poll ends the
+ * wait at once. */
+static void
+sleep_on_sockets(struct mgr_idle *idle, uint64_t limit_ns)
+{
+	struct epoll_event ev[SQ_MAX_PORTS];
+	int timeout_ms = INTR_SLEEP_MAX_MS;
+	int n;
+
+	if (limit_ns != 0)
+		timeout_ms = (int)RTE_MAX(1u, RTE_MIN(limit_ns / 1000000, (uint64_t)timeout_ms));
+	n = epoll_wait(idle->sock_epfd, ev, RTE_DIM(ev), timeout_ms);
+	idle->sleeps++;
+	if (n > 0)
+		idle->wakes_by_sock++;
+	else
+		idle->wakes_by_timer++;
+}
+
 bool
 mgr_idle_note(struct mgr_idle *idle, const struct sq_config *cfg, unsigned int moved,
 	      uint64_t now_tsc)
@@ -208,6 +258,8 @@ mgr_idle_sleep(struct mgr_idle *idle, const struct sq_config *cfg, enum mgr_idle
 	if (wait == MGR_IDLE_PORTS && idle->n_intr > 0 && idle->n_intr == idle->n_ports &&
 	    idle->intr_errors == 0)
 		sleep_on_intr(idle, limit_ns);
+	else if (wait == MGR_IDLE_PORTS && idle->n_sock > 0 && idle->n_sock == idle->n_ports)
+		sleep_on_sockets(idle, limit_ns);
 	else if (sleep_ns >= MIN_SLEEP_NS)
 		sleep_on_doorbell(idle, sleep_ns);
 	else

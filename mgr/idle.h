@@ -8,6 +8,10 @@
  *   - nothing held anywhere and every port has an rx interrupt (net_tap, a
  *     NIC): it waits for an interrupt (DPDK rx interrupt mode + epoll), at
  *     most until its next timer;
+ *   - nothing held and every port is read from a socket (af_xdp, af_packet:
+ *     no rx interrupt in DPDK 22.11): it waits in epoll for a socket to turn
+ *     readable, which the kernel marks when a frame waits in its rx ring, at
+ *     most until its next timer;
  *   - else a bounded sleep on the region's mgr_wait word, which an NF that
  *     hands packets back rings (lib/nf.c): NFs holding packets end it at
  *     once, ports without interrupts are polled when it times out.
@@ -39,6 +43,8 @@ struct mgr_idle {
 	uint16_t port_ids[SQ_MAX_PORTS];
 	uint16_t n_ports;
 	uint16_t n_intr; /* ports whose rx interrupt is in epfd */
+	int sock_epfd;   /* plain epoll of the ports' sockets; -1: none */
+	uint16_t n_sock; /* ports whose socket is in sock_epfd */
 	/* the region's mgr_wait word, and the tx-ready bitmap looked at after
 	 * the word is published (a doorbell rung before it would be missed) */
 	_Atomic uint32_t *asleep;
@@ -52,17 +58,20 @@ struct mgr_idle {
 	uint64_t slept_ns;
 	uint64_t wakes_by_nf;   /* an NF's doorbell ended the sleep */
 	uint64_t wakes_by_intr; /* a port's rx interrupt */
+	uint64_t wakes_by_sock; /* a port's socket turned readable */
 	uint64_t wakes_by_timer;
 	uint64_t intr_errors; /* an rx interrupt could not be armed: fell back to a timed sleep */
 };
 
 /**
  * Set up: find which ports have an rx interrupt (queue 0, configured with
- * intr_conf.rxq by mgr/ports.c) and add them to an epoll set.
+ * intr_conf.rxq by mgr/ports.c) and add them to an epoll set; the sockets
+ * of the others (@p rx_sock_fds, -1: none) to another.
  * @return 0 (a port without one is not an error), -errno if epoll fails.
  */
-int mgr_idle_init(struct mgr_idle *idle, const uint16_t *port_ids, uint16_t n_ports,
-		  _Atomic uint32_t *asleep, _Atomic uint64_t *tx_ready, size_t n_tx_ready_words);
+int mgr_idle_init(struct mgr_idle *idle, const uint16_t *port_ids, const int *rx_sock_fds,
+		  uint16_t n_ports, _Atomic uint32_t *asleep, _Atomic uint64_t *tx_ready,
+		  size_t n_tx_ready_words);
 void mgr_idle_free(struct mgr_idle *idle);
 
 /**

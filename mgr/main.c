@@ -319,11 +319,14 @@ static void
 start_idle(struct mgr *mgr, struct mgr_idle *idle)
 {
 	uint16_t port_ids[SQ_MAX_PORTS];
+	int sock_fds[SQ_MAX_PORTS];
 	int ret;
 
-	for (uint16_t i = 0; i < mgr->n_ports; i++)
+	for (uint16_t i = 0; i < mgr->n_ports; i++) {
 		port_ids[i] = mgr->ports[i].port_id;
-	ret = mgr_idle_init(idle, port_ids, mgr->n_ports, &mgr->region->mgr_wait.asleep,
+		sock_fds[i] = mgr->ports[i].rx_sock_fd;
+	}
+	ret = mgr_idle_init(idle, port_ids, sock_fds, mgr->n_ports, &mgr->region->mgr_wait.asleep,
 			    mgr->tx_ready, mgr->n_tx_ready_words);
 	if (ret < 0) {
 		MGR_LOG(WARNING, "idle sleep off: epoll: %s\n", strerror(-ret));
@@ -331,6 +334,9 @@ start_idle(struct mgr *mgr, struct mgr_idle *idle)
 	}
 	if (idle->n_intr > 0)
 		MGR_LOG(NOTICE, "%u of %u ports wake the manager by rx interrupt\n", idle->n_intr,
+			mgr->n_ports);
+	if (idle->n_sock > 0)
+		MGR_LOG(NOTICE, "%u of %u ports wake the manager by their sockets\n", idle->n_sock,
 			mgr->n_ports);
 	mgr->idle = idle;
 }

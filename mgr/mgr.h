@@ -100,6 +100,7 @@ struct mgr_port {
 	uint16_t port_id; /* DPDK's */
 	uint16_t max_rx_pkt_len;
 	char devargs[SQ_CFG_DEVARGS_LEN]; /* the alternative that probed */
+	int rx_sock_fd; /* the socket its PMD reads (af_xdp, af_packet), or -1 (ports.c) */
 	/* written by rx: */
 	uint64_t rx_pkts __rte_cache_aligned;
 	uint64_t rx_bytes;

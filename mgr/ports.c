@@ -3,9 +3,12 @@
  * that DPDK accepts and starts wins), one rx and one tx queue each, mbufs from
  * the region's pool.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <rte_bus.h>
 #include <rte_dev.h>
@@ -103,13 +106,71 @@ setup_queues(struct mgr *mgr, uint16_t port_id, const struct sq_cfg_port *cp, bo
 	return rte_eth_dev_start(port_id);
 }
 
+#ifndef AF_XDP
+#define AF_XDP 44
+#endif
+/* fds from this one up are not looked at (a manager has a few dozen when
+ * it sets its ports up; a socket past it costs only the timed sleep) */
+#define SOCK_FDS_MAX 4096
+
+/* The fds of this process that are AF_XDP or AF_PACKET sockets, as a bitmap. */
+static void
+packet_sockets(uint64_t set[SOCK_FDS_MAX / 64])
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+
+	memset(set, 0, SOCK_FDS_MAX / 8);
+	if (d == NULL)
+		return;
+	while ((e = readdir(d)) != NULL) {
+		int fd = atoi(e->d_name), domain;
+		socklen_t len = sizeof(domain);
+
+		if (e->d_name[0] == '.' || fd < 0 || fd >= SOCK_FDS_MAX || fd == dirfd(d) ||
+		    getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0)
+			continue;
+		if (domain == AF_XDP || domain == AF_PACKET)
+			set[fd / 64] |= 1ull << (fd % 64);
+	}
+	closedir(d);
+}
+
+/* The socket a port's PMD reads (af_xdp's XDP socket, af_packet's packet
+ * socket), or -1: the one that appeared while the port was probed and set
+ * up. DPDK 22.11 gives these PMDs no rx interrupt, but the kernel marks the
+ * socket readable while a frame waits in its rx ring, so the idle manager
+ * can wait on it (mgr/idle.c). AF_XDP sockets cannot say which interface
+ * they are bound to (no getsockname), hence the before and after. */
+static int
+new_packet_socket(const uint64_t before[SOCK_FDS_MAX / 64])
+{
+	uint64_t after[SOCK_FDS_MAX / 64];
+	int found = -1;
+
+	packet_sockets(after);
+	for (int w = 0; w < SOCK_FDS_MAX / 64; w++) {
+		uint64_t fresh = after[w] & ~before[w];
+
+		if (fresh == 0)
+			continue;
+		if (found >= 0 || (fresh & (fresh - 1)) != 0)
+			return -1; /* more than one: which is rx is not ours to guess */
+		found = w * 64 + __builtin_ctzll(fresh);
+	}
+	return found;
+}
+
 /* Probe, configure and start one devargs alternative. */
 static int
-try_devargs(struct mgr *mgr, const struct sq_cfg_port *cp, const char *devargs, uint16_t *port_id)
+try_devargs(struct mgr *mgr, const struct sq_cfg_port *cp, const char *devargs, uint16_t *port_id,
+	    int *rx_sock_fd)
 {
+	uint64_t sockets[SOCK_FDS_MAX / 64];
 	char name[RTE_DEV_NAME_MAX_LEN];
 	int ret;
 
+	packet_sockets(sockets);
 	devargs_name(devargs, name, sizeof(name));
 	/* A NIC on EAL's allow-list was probed at start (mgr_ports_eal_args);
 	 * one that is absent, or bound to no DPDK driver, was not: probing it
@@ -133,6 +194,7 @@ try_devargs(struct mgr *mgr, const struct sq_cfg_port *cp, const char *devargs, 
 	ret = rte_eth_promiscuous_enable(*port_id);
 	if (ret < 0 && ret != -ENOTSUP)
 		MGR_LOG(WARNING, "port %s: promiscuous mode: %s\n", cp->name, strerror(-ret));
+	*rx_sock_fd = new_packet_socket(sockets);
 	return 0;
 
 out_unprobe:
@@ -147,8 +209,9 @@ init_port(struct mgr *mgr, uint16_t idx, char *err, size_t err_len)
 	struct mgr_port *port = &mgr->ports[idx];
 	int ret = -EINVAL;
 
+	port->rx_sock_fd = -1;
 	for (uint16_t a = 0; a < cp->n_devargs; a++) {
-		ret = try_devargs(mgr, cp, cp->devargs[a], &port->port_id);
+		ret = try_devargs(mgr, cp, cp->devargs[a], &port->port_id, &port->rx_sock_fd);
 		if (ret == 0) {
 			snprintf(port->name, sizeof(port->name), "%s", cp->name);
 			snprintf(port->devargs, sizeof(port->devargs), "%s", cp->devargs[a]);

@@ -94,10 +94,12 @@ idle_counts(const struct mgr *mgr, struct stats_sink *s)
 	s->u64(s, "sleep_max_us", mgr->cfg->idle_sleep_max_us);
 	s->u64(s, "after_us", mgr->cfg->idle_after_us);
 	s->u64(s, "intr_ports", idle != NULL ? idle->n_intr : 0);
+	s->u64(s, "sock_ports", idle != NULL ? idle->n_sock : 0);
 	s->u64(s, "sleeps", idle != NULL ? idle->sleeps : 0);
 	s->u64(s, "slept_us", idle != NULL ? idle->slept_ns / 1000 : 0);
 	s->u64(s, "wakes_by_nf", idle != NULL ? idle->wakes_by_nf : 0);
 	s->u64(s, "wakes_by_intr", idle != NULL ? idle->wakes_by_intr : 0);
+	s->u64(s, "wakes_by_sock", idle != NULL ? idle->wakes_by_sock : 0);
 	s->u64(s, "wakes_by_timer", idle != NULL ? idle->wakes_by_timer : 0);
 	s->u64(s, "intr_errors", idle != NULL ? idle->intr_errors : 0);
 	s->end(s);

@@ -610,6 +610,13 @@ IDLE_METRICS: list[MetricSpec] = [
         1,
         "g",
     ),
+    (
+        "sock_ports",
+        "squall_manager_rx_socket_ports",
+        "Ports whose socket (af_xdp, af_packet) wakes the idle manager",
+        1,
+        "g",
+    ),
 ]
 CONFIG_METRICS: list[MetricSpec] = [
     ("applies", "squall_config_applies", "Configs applied while running", 1, "counter"),
