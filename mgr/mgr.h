@@ -100,7 +100,10 @@ struct mgr_port {
 	uint16_t port_id; /* DPDK's */
 	uint16_t max_rx_pkt_len;
 	char devargs[SQ_CFG_DEVARGS_LEN]; /* the alternative that probed */
-	int rx_sock_fd; /* the socket its PMD reads (af_xdp, af_packet), or -1 (ports.c) */
+	int rx_sock_fd;     /* the socket its PMD reads (af_xdp, af_packet), or -1 (ports.c) */
+	int rx_sock_domain; /* AF_XDP, AF_PACKET; 0: none */
+	/* af_packet: the kernel's drops of its ring, added up (mgr_port_kernel_drops) */
+	_Atomic uint64_t kernel_drops;
 	/* written by rx: */
 	uint64_t rx_pkts __rte_cache_aligned;
 	uint64_t rx_bytes;
@@ -382,6 +385,8 @@ int mgr_region_alloc_ring(struct mgr *mgr, const char *name, uint32_t slots, uns
 int mgr_ports_init(struct mgr *mgr, char *err, size_t err_len);
 int mgr_ports_eal_args(const struct sq_config *cfg, char **args, int n, int max);
 void mgr_ports_close(struct mgr *mgr);
+/* af_packet's kernel ring drops so far (0 for other PMDs): part of rx_eth_missed. */
+uint64_t mgr_port_kernel_drops(const struct mgr_port *p);
 
 /* rx.c */
 unsigned int mgr_rx_poll(struct mgr *mgr);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/if_packet.h>
 #include <sys/socket.h>
 
 #include <rte_bus.h>
@@ -161,6 +162,17 @@ new_packet_socket(const uint64_t before[SOCK_FDS_MAX / 64])
 	return found;
 }
 
+static int
+socket_domain(int fd)
+{
+	int domain = 0;
+	socklen_t len = sizeof(domain);
+
+	if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0)
+		return 0;
+	return domain;
+}
+
 /* Probe, configure and start one devargs alternative. */
 static int
 try_devargs(struct mgr *mgr, const struct sq_cfg_port *cp, const char *devargs, uint16_t *port_id,
@@ -213,6 +225,7 @@ init_port(struct mgr *mgr, uint16_t idx, char *err, size_t err_len)
 	for (uint16_t a = 0; a < cp->n_devargs; a++) {
 		ret = try_devargs(mgr, cp, cp->devargs[a], &port->port_id, &port->rx_sock_fd);
 		if (ret == 0) {
+			port->rx_sock_domain = socket_domain(port->rx_sock_fd);
 			snprintf(port->name, sizeof(port->name), "%s", cp->name);
 			snprintf(port->devargs, sizeof(port->devargs), "%s", cp->devargs[a]);
 			if (a > 0)
@@ -247,10 +260,29 @@ mgr_ports_init(struct mgr *mgr, char *err, size_t err_len)
 	return 0;
 }
 
+/* af_packet's ring full in the kernel: frames dropped before the PMD saw
+ * them, which DPDK 22.11's af_packet PMD does not count. The kernel resets
+ * PACKET_STATISTICS at each read: added up here (telemetry and the exit
+ * stats read it; af_xdp's PMD reads its own, XDP_STATISTICS, into imissed). */
+uint64_t
+mgr_port_kernel_drops(const struct mgr_port *p)
+{
+	/* (a reader's view of the port, but the sum is this function's own) */
+	_Atomic uint64_t *sum = (_Atomic uint64_t *)(uintptr_t)&p->kernel_drops;
+	struct tpacket_stats st;
+	socklen_t len = sizeof(st);
+
+	if (p->rx_sock_domain == AF_PACKET && !p->closed &&
+	    getsockopt(p->rx_sock_fd, SOL_PACKET, PACKET_STATISTICS, &st, &len) == 0)
+		atomic_fetch_add(sum, st.tp_drops);
+	return atomic_load(sum);
+}
+
 void
 mgr_ports_close(struct mgr *mgr)
 {
 	for (uint16_t i = 0; i < mgr->n_ports; i++) {
+		mgr_port_kernel_drops(&mgr->ports[i]); /* (before its socket closes) */
 		rte_eth_stats_get(mgr->ports[i].port_id, &mgr->ports[i].eth_final);
 		/* Free mbufs whose transmission completed but which the PMD still
 		 * holds, or they look leaked: tx_done_cleanup where the PMD has it,

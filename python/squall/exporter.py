@@ -717,7 +717,10 @@ PORT_COUNTERS = {
     "rx_bytes": ("squall_port_received_bytes", "Bytes received on the port"),
     "tx_pkts": ("squall_port_transmitted_packets", "Packets sent out of the port"),
     "tx_bytes": ("squall_port_transmitted_bytes", "Bytes sent out of the port"),
-    "rx_eth_missed": ("squall_port_rx_missed_packets", "Packets the NIC dropped: rx queue full"),
+    "rx_eth_missed": (
+        "squall_port_rx_missed_packets",
+        "Packets the port dropped: rx queue full (af_packet: its kernel ring full)",
+    ),
     "rx_eth_errors": ("squall_port_rx_errors", "Erroneous packets the NIC received"),
     "rx_nombuf": ("squall_port_rx_nombuf", "rx mbuf allocation failures"),
     "tx_eth_errors": ("squall_port_tx_errors", "Packets the NIC failed to send"),
