@@ -784,7 +784,8 @@ spin_for_pkts(struct sq_nf *nf)
 {
 	uint64_t now = rte_rdtsc();
 	uint64_t end_tsc = now + nf->spin_cur_tsc;
-	uint64_t yield_tsc = now + nf->spin_yield_tsc;
+	/* the manager on our core holds what we handed back: it goes first */
+	uint64_t yield_tsc = nf->ctl->mgr_on_core ? now : now + nf->spin_yield_tsc;
 
 	do {
 		if (has_pkts(nf))

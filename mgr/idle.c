@@ -2,6 +2,7 @@
  * The manager's sleep when it has nothing to do: see idle.h.
  */
 #include <errno.h>
+#include <sched.h>
 #include <linux/futex.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
@@ -244,6 +245,7 @@ mgr_idle_sleep(struct mgr_idle *idle, const struct sq_config *cfg, enum mgr_idle
 	       uint64_t now_tsc, uint64_t limit_ns)
 {
 	uint64_t sleep_ns, start_tsc;
+	void (*how)(struct mgr_idle *, uint64_t);
 
 	if (wait == MGR_IDLE_BUSY) {
 		idle->work_tsc = now_tsc;
@@ -254,16 +256,40 @@ mgr_idle_sleep(struct mgr_idle *idle, const struct sq_config *cfg, enum mgr_idle
 	sleep_ns = RTE_MIN(tsc_to_ns(idle, now_tsc - idle->work_tsc) / 4,
 			   (uint64_t)cfg->idle_sleep_max_us * 1000);
 	sleep_ns = RTE_MIN(sleep_ns, limit_ns);
-	start_tsc = rte_rdtsc();
 	if (wait == MGR_IDLE_PORTS && idle->n_intr > 0 && idle->n_intr == idle->n_ports &&
 	    idle->intr_errors == 0)
-		sleep_on_intr(idle, limit_ns);
+		how = sleep_on_intr;
 	else if (wait == MGR_IDLE_PORTS && idle->n_sock > 0 && idle->n_sock == idle->n_ports)
-		sleep_on_sockets(idle, limit_ns);
+		how = sleep_on_sockets;
 	else if (sleep_ns >= MIN_SLEEP_NS)
-		sleep_on_doorbell(idle, sleep_ns);
+		how = sleep_on_doorbell;
 	else
 		return false;
+	/* Asleep, the manager is not among its core's awake tasks: an NF
+	 * spinning there has nobody to yield to. */
+	if (idle->core_awake != NULL)
+		atomic_fetch_sub_explicit(idle->core_awake, 1, memory_order_relaxed);
+	start_tsc = rte_rdtsc();
+	how(idle, how == sleep_on_doorbell ? sleep_ns : limit_ns);
 	idle->slept_ns += tsc_to_ns(idle, rte_rdtsc() - start_tsc);
+	if (idle->core_awake != NULL)
+		atomic_fetch_add_explicit(idle->core_awake, 1, memory_order_relaxed);
+	return true;
+}
+
+void
+mgr_idle_share_core(struct mgr_idle *idle, _Atomic int32_t *awake)
+{
+	idle->core_awake = awake;
+	atomic_fetch_add_explicit(awake, 1, memory_order_relaxed);
+}
+
+bool
+mgr_idle_yield(struct mgr_idle *idle, bool nfs_hold_pkts)
+{
+	if (idle->core_awake == NULL || !nfs_hold_pkts)
+		return false;
+	sched_yield();
+	idle->core_yields++;
 	return true;
 }

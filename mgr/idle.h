@@ -61,6 +61,12 @@ struct mgr_idle {
 	uint64_t wakes_by_sock; /* a port's socket turned readable */
 	uint64_t wakes_by_timer;
 	uint64_t intr_errors; /* an rx interrupt could not be armed: fell back to a timed sleep */
+	/* NFs pinned to the manager's own core (manager.nf_core): the awake
+	 * count of that core's group in the region, which the manager joins
+	 * while it runs (so a spinning NF yields to it, lib/nf.c), and its
+	 * yields of the core to them; NULL when NFs run elsewhere. */
+	_Atomic int32_t *core_awake;
+	uint64_t core_yields;
 };
 
 /**
@@ -91,5 +97,20 @@ bool mgr_idle_note(struct mgr_idle *idle, const struct sq_config *cfg, unsigned 
  */
 bool mgr_idle_sleep(struct mgr_idle *idle, const struct sq_config *cfg, enum mgr_idle_wait wait,
 		    uint64_t now_tsc, uint64_t limit_ns);
+
+/**
+ * The manager shares its core with NFs (manager.nf_core is its own): count
+ * it among the core's awake tasks from now on. @p awake: the region's
+ * awake count of that core's group.
+ */
+void mgr_idle_share_core(struct mgr_idle *idle, _Atomic int32_t *awake);
+
+/**
+ * End of a round on a shared core: if NFs hold packets, give them the core
+ * (a sched_yield: they run their bursts now, not when the scheduler's slice
+ * of the busy-polling manager ends, and hand back before its next round).
+ * @return true if it yielded
+ */
+bool mgr_idle_yield(struct mgr_idle *idle, bool nfs_hold_pkts);
 
 #endif /* SQUALL_MGR_IDLE_H */

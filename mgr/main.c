@@ -269,6 +269,8 @@ run_loop(struct mgr *mgr, const struct options *o, bool rx_elsewhere)
 		if (!rx_elsewhere)
 			moved += mgr_rx_poll(mgr);
 		moved += mgr_tx_poll(mgr);
+		if (mgr->idle != NULL)
+			mgr_idle_yield(mgr->idle, mgr_tx_nfs_hold_pkts(mgr));
 		/* A dead NF is reaped and restarted at once, not at the next
 		 * control period: its service may have no other instance. */
 		if (unlikely(child_exited)) {
@@ -313,6 +315,25 @@ run_loop(struct mgr *mgr, const struct options *o, bool rx_elsewhere)
 	}
 }
 
+/* NFs pinned to the manager's own core: the scheduler alone would run them
+ * when the busy-polling manager's slice ends (milliseconds, while their
+ * rings overflow), so the manager yields to them whenever they hold packets
+ * (mgr/idle.h). On a small host this leaves the other cores to the
+ * applications, as OVS-DPDK's one PMD core does. */
+static void
+share_core(struct mgr *mgr, struct mgr_idle *idle)
+{
+	unsigned int cpu = rte_lcore_to_cpu_id((int)rte_get_main_lcore());
+
+	if (mgr->cfg->nf_core < 0 || (unsigned int)mgr->cfg->nf_core != cpu ||
+	    cpu >= SQ_CORE_GROUPS - 1)
+		return;
+	mgr_idle_share_core(idle, &mgr->region->awake[cpu].n);
+	MGR_LOG(NOTICE,
+		"NFs share the manager's core %u: it yields to them while they hold packets\n",
+		cpu);
+}
+
 /* The main lcore's sleep, when it runs rx too (a separate rx lcore polls
  * on: its own sleep would need the tx role's doorbell as well). */
 static void
@@ -339,6 +360,7 @@ start_idle(struct mgr *mgr, struct mgr_idle *idle)
 		MGR_LOG(NOTICE, "%u of %u ports wake the manager by their sockets\n", idle->n_sock,
 			mgr->n_ports);
 	mgr->idle = idle;
+	share_core(mgr, idle);
 }
 
 static int

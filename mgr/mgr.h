@@ -102,7 +102,7 @@ struct mgr_port {
 	char devargs[SQ_CFG_DEVARGS_LEN]; /* the alternative that probed */
 	int rx_sock_fd;     /* the socket its PMD reads (af_xdp, af_packet), or -1 (ports.c) */
 	int rx_sock_domain; /* AF_XDP, AF_PACKET; 0: none */
-	/* af_packet: the kernel's drops of its ring, added up (mgr_port_kernel_drops) */
+	/* af_packet, af_xdp: the kernel's drops of its rings (mgr_port_kernel_drops) */
 	_Atomic uint64_t kernel_drops;
 	/* written by rx: */
 	uint64_t rx_pkts __rte_cache_aligned;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/if_packet.h>
+#include <linux/if_xdp.h>
 #include <sys/socket.h>
 
 #include <rte_bus.h>
@@ -260,21 +261,31 @@ mgr_ports_init(struct mgr *mgr, char *err, size_t err_len)
 	return 0;
 }
 
-/* af_packet's ring full in the kernel: frames dropped before the PMD saw
- * them, which DPDK 22.11's af_packet PMD does not count. The kernel resets
- * PACKET_STATISTICS at each read: added up here (telemetry and the exit
- * stats read it; af_xdp's PMD reads its own, XDP_STATISTICS, into imissed). */
+/* Frames the kernel dropped before the PMD saw them, which DPDK 22.11's
+ * PMDs do not count: af_packet's ring full (PACKET_STATISTICS, which the
+ * kernel resets at each read: added up here), and af_xdp's rx ring full or
+ * a bad descriptor (XDP_STATISTICS, running totals; the PMD counts only its
+ * rx_dropped, a fill ring found empty, into imissed). Telemetry and the
+ * exit stats read it; the last read before the socket closes stays. */
 uint64_t
 mgr_port_kernel_drops(const struct mgr_port *p)
 {
 	/* (a reader's view of the port, but the sum is this function's own) */
 	_Atomic uint64_t *sum = (_Atomic uint64_t *)(uintptr_t)&p->kernel_drops;
 	struct tpacket_stats st;
-	socklen_t len = sizeof(st);
+	struct xdp_statistics xs;
+	socklen_t len;
 
-	if (p->rx_sock_domain == AF_PACKET && !p->closed &&
+	if (p->closed)
+		return atomic_load(sum);
+	len = sizeof(st);
+	if (p->rx_sock_domain == AF_PACKET &&
 	    getsockopt(p->rx_sock_fd, SOL_PACKET, PACKET_STATISTICS, &st, &len) == 0)
 		atomic_fetch_add(sum, st.tp_drops);
+	len = sizeof(xs);
+	if (p->rx_sock_domain == AF_XDP &&
+	    getsockopt(p->rx_sock_fd, SOL_XDP, XDP_STATISTICS, &xs, &len) == 0 && len == sizeof(xs))
+		atomic_store(sum, xs.rx_ring_full + xs.rx_invalid_descs);
 	return atomic_load(sum);
 }
 

@@ -617,6 +617,13 @@ IDLE_METRICS: list[MetricSpec] = [
         1,
         "g",
     ),
+    (
+        "core_yields",
+        "squall_manager_core_yields",
+        "Times the manager gave its core to NFs pinned to it that held packets",
+        1,
+        "counter",
+    ),
 ]
 CONFIG_METRICS: list[MetricSpec] = [
     ("applies", "squall_config_applies", "Configs applied while running", 1, "counter"),
@@ -875,7 +882,7 @@ class SquallCollector(Collector):
             return
         yield from _scalars(idle, IDLE_METRICS)
         c = _counter("squall_manager_wakes", "What ended each of the manager's sleeps", ["reason"])
-        for reason in ("nf", "intr", "timer"):
+        for reason in ("nf", "intr", "sock", "timer"):
             c.add_metric([reason], _n(idle, f"wakes_by_{reason}"))
         yield c
 

@@ -157,3 +157,25 @@ def test_poll_nfs_sharing_a_core_are_warned_about(mgr: Manager) -> None:
         mgr.finish()
         log = mgr.stderr_path.read_text(errors="replace")
         assert (POLL_WARNING in log) == warned, (mode, mgr.log_tail())
+
+
+def test_nfs_on_the_managers_own_core(mgr: Manager) -> None:
+    """manager.nf_core set to the manager's own core (EAL's -l 0): the busy
+    manager (its generator sends) would leave the NF only what the scheduler
+    takes from it. It yields the core while the NF holds packets, and counts
+    itself among the core's awake tasks, so the NF, its ring empty, yields
+    back at once rather than spin. Every packet comes out."""
+    cfg = gen_chain_config(mgr, "a", 100_000, ring_slots=4096)
+    cfg["manager"]["nf_core"] = 0
+    mgr.start(cfg)
+    nf = next(iter(mgr.nfs().values()))
+    assert _allowed_cpus(nf["pid"]) == "0", _allowed_cpus(nf["pid"])
+    sent = mgr.gen_send(100_000)
+    mgr.wait_accounted(sent)
+    st = mgr.stats()
+    nf = next(iter(mgr.nfs().values()))
+    assert st["tx_pkts"] == sent and st["drop_pkts"] == 0, st
+    assert st["idle"]["core_yields"] > 0, st["idle"]
+    assert nf["spin_yields"] > 0, nf  # (yielded to the manager, counted awake)
+    mgr.finish()
+    assert "NFs share the manager's core 0" in mgr.stderr_path.read_text(errors="replace")

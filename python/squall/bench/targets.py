@@ -56,6 +56,7 @@ class Squall:
         services: Sequence[config.Service] | None = None,
         reverse_return: bool = False,
         snat_neighbour: bool = False,
+        rx_desc: int | None = None,
     ) -> None:
         """services: the chain's services as given, in place of kinds';
         reverse_return: the server's packets pass the chain the other way
@@ -74,12 +75,14 @@ class Squall:
         self.manager_keys = dict(manager or {})  # manager: keys over the defaults
         self.reverse_return = reverse_return
         self.snat_neighbour = snat_neighbour
+        self.rx_desc = rx_desc  # each port's rx ring; None: the manager's default
         self.manager: Manager | None = None
 
     def describe(self) -> str:
         extra = [
             *([self.xdp_args.lstrip(",")] if self.xdp_args else []),
             *(["direct"] if self.direct else []),
+            *([f"rx_desc={self.rx_desc}"] if self.rx_desc else []),
             *(f"{k}={v}" for k, v in self.manager_keys.items()),
         ]
         return (
@@ -106,6 +109,7 @@ class Squall:
                 services.append(config.nf_service(k, f"s{i}", mode=self.mode, workdir=self.workdir))
         names = [s.name for s in services]
         back = "r" if self.reverse_return else "c"
+        ring = {"rx_desc": self.rx_desc} if self.rx_desc else {}
         chains: list[dict[str, Any]] = [{"name": "c", "services": names}]
         if self.reverse_return:
             chains.append({"name": "r", "services": names[::-1]})
@@ -115,8 +119,8 @@ class Squall:
         return config.manager_config(
             self.mgr_name,
             ports=[
-                {"name": "client", "devargs": devargs(0, CLIENT_END)},
-                {"name": "server", "devargs": devargs(1, SERVER_END)},
+                {"name": "client", "devargs": devargs(0, CLIENT_END), **ring},
+                {"name": "server", "devargs": devargs(1, SERVER_END), **ring},
             ],
             services=services,
             chains=chains,
