@@ -202,8 +202,6 @@ init_nf(struct mgr *mgr, struct mgr_nf *nf, uint16_t service, uint16_t instance)
 				 ? (uint32_t)mgr->cfg->nf_core
 				 : SQ_CORE_GROUPS - 1;
 	ctl->core_group = nf->core_group; /* the NF's to read; we index with ours */
-	ctl->mgr_on_core = mgr->cfg->nf_core >= 0 &&
-			   mgr->cfg->nf_core == rte_lcore_to_cpu_id((int)rte_get_main_lcore());
 	nf->rx_mask = nf->rx->mask;
 	nf->tx_mask = nf->tx->mask;
 	nf->tx_cons = nf->tx->cons.head;

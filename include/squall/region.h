@@ -108,10 +108,7 @@ struct sq_nf_ctl {
 	uint64_t direct_rx_ring_off;
 	uint64_t direct_next_ring_off;
 	uint32_t direct_next_id;
-	/* 1: the manager's main loop runs on this NF's core (manager.nf_core):
-	 * an NF whose ring is empty yields to it at once rather than spin
-	 * (it holds what we handed back, and brings the next packets). */
-	uint32_t mgr_on_core;
+	uint32_t pad0;
 
 	/* Written by the manager at run time. */
 	alignas(RTE_CACHE_LINE_SIZE) _Atomic uint32_t stop; /* 1: leave the loop */
