@@ -92,6 +92,7 @@ define run_asan
 	rc=0; \
 	SQUALL_BUILD_DIR=$(CURDIR)/$(ASAN_BUILD) \
 	ASAN_OPTIONS=log_path=$(CURDIR)/$(ASAN_LOGS)/asan:detect_leaks=1 \
+	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
 	UBSAN_OPTIONS=log_path=$(CURDIR)/$(ASAN_LOGS)/ubsan:print_stacktrace=1:halt_on_error=1 \
 		$(VENV)/bin/pytest -q $(PYTEST_ARGS) $(ASAN_DESELECT) $(ASAN_TESTS) || rc=$$?; \
 	found=$$(find $(ASAN_LOGS) -type f -size +0); \
