@@ -244,7 +244,7 @@ bool
 mgr_idle_sleep(struct mgr_idle *idle, const struct sq_config *cfg, enum mgr_idle_wait wait,
 	       uint64_t now_tsc, uint64_t limit_ns)
 {
-	uint64_t sleep_ns, start_tsc;
+	uint64_t sleep_ns, start_tsc, bound_ns = limit_ns;
 	void (*how)(struct mgr_idle *, uint64_t);
 
 	if (wait == MGR_IDLE_BUSY) {
@@ -261,16 +261,17 @@ mgr_idle_sleep(struct mgr_idle *idle, const struct sq_config *cfg, enum mgr_idle
 		how = sleep_on_intr;
 	else if (wait == MGR_IDLE_PORTS && idle->n_sock > 0 && idle->n_sock == idle->n_ports)
 		how = sleep_on_sockets;
-	else if (sleep_ns >= MIN_SLEEP_NS)
+	else if (sleep_ns >= MIN_SLEEP_NS) {
 		how = sleep_on_doorbell;
-	else
+		bound_ns = sleep_ns;
+	} else
 		return false;
 	/* Asleep, the manager is not among its core's awake tasks: an NF
 	 * spinning there has nobody to yield to. */
 	if (idle->core_awake != NULL)
 		atomic_fetch_sub_explicit(idle->core_awake, 1, memory_order_relaxed);
 	start_tsc = rte_rdtsc();
-	how(idle, how == sleep_on_doorbell ? sleep_ns : limit_ns);
+	how(idle, bound_ns);
 	idle->slept_ns += tsc_to_ns(idle, rte_rdtsc() - start_tsc);
 	if (idle->core_awake != NULL)
 		atomic_fetch_add_explicit(idle->core_awake, 1, memory_order_relaxed);

@@ -177,5 +177,18 @@ def test_nfs_on_the_managers_own_core(mgr: Manager) -> None:
     assert st["tx_pkts"] == sent and st["drop_pkts"] == 0, st
     assert st["idle"]["core_yields"] > 0, st["idle"]
     assert nf["spin_yields"] > 0, nf  # (yielded to the manager, counted awake)
+    # squallctl serve exports the yields (promtool-clean), no more than
+    # telemetry had counted by then.
+    from test_exporter import Exporter, metric_value, promtool_accepts
+
+    ex = Exporter(mgr.name, mgr.workdir)
+    try:
+        text = ex.metrics()
+        promtool_accepts(text)
+        yields = metric_value(text, "squall_manager_core_yields_total")
+        assert yields is not None and yields >= st["idle"]["core_yields"], yields
+        assert yields <= mgr.stats()["idle"]["core_yields"], yields
+    finally:
+        ex.stop()
     mgr.finish()
     assert "NFs share the manager's core 0" in mgr.stderr_path.read_text(errors="replace")
