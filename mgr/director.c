@@ -1580,6 +1580,27 @@ config_ended(const struct mgr *mgr, const struct director *d, const struct flow 
 	return false;
 }
 
+/* Is @p then more than @p age before @p now? Not if it is after: a flow the
+ * waiting queue let in during this round (drain_waiting) has its times
+ * from after the round's @p now, and the plain difference wrapped to
+ * "ages ago" and ended every such flow as half-open at once. */
+static inline bool
+older_than(uint64_t now, uint64_t then, uint64_t age)
+{
+	return now > then && now - then > age;
+}
+
+/* A flow the sweep ended whose NFs still hold its packets: it waits on the
+ * draining list, retried every period, like a closed one. Left to the
+ * sweep alone it would stay forever once both its FINs passed (the sweep
+ * leaves those to the closing queue, which never had it). */
+static void
+end_or_park(struct mgr *mgr, struct director *d, struct flow *f, uint64_t tx_round)
+{
+	if (!try_remove(mgr, d, f, tx_round) && d->n_draining < d->closing_cap)
+		d->draining[d->n_draining++] = (uint32_t)(f - d->flows);
+}
+
 static void
 expire_flows(struct mgr *mgr, struct director *d, uint64_t now)
 {
@@ -1603,7 +1624,7 @@ expire_flows(struct mgr *mgr, struct director *d, uint64_t now)
 		if (f->state == FLOW_OPEN && config_ended(mgr, d, f)) {
 			f->state = FLOW_DRAIN;
 			d->st.flows_config_ended++;
-		} else if (f->state == FLOW_OPEN && now - f->last_tsc > d->idle_tsc) {
+		} else if (f->state == FLOW_OPEN && older_than(now, f->last_tsc, d->idle_tsc)) {
 			f->state = FLOW_DRAIN;
 			d->st.flows_idle_expired++;
 			if (rte_log_can_log(sq_logtype_mgr, RTE_LOG_DEBUG)) {
@@ -1613,16 +1634,21 @@ expire_flows(struct mgr *mgr, struct director *d, uint64_t now)
 					key_str(&f->key, ks, sizeof(ks)), f->pkts, f->fins);
 			}
 		} else if (f->state == FLOW_OPEN && f->tcp && !f->established &&
-			   now - f->syn_tsc > d->half_open_tsc) {
+			   older_than(now, f->syn_tsc, d->half_open_tsc)) {
 			/* A SYN flood must not hold the pool's NFs for the idle
 			 * timeout: a handshake not done in flow_half_open_timeout_ms
 			 * ends the flow. */
 			f->state = FLOW_DRAIN;
 			d->st.flows_half_open_expired++;
-		} else if (f->state != FLOW_DRAIN || f->fins == 3) {
-			continue; /* open, lingering, or closed: the closing queue has it */
+		} else {
+			/* Open, lingering, or draining: the draining list or the
+			 * closing queue has a draining one, but the sweep tries it
+			 * too (a full list), save a closed one (in closing order). */
+			if (f->state == FLOW_DRAIN && f->fins != 3)
+				try_remove(mgr, d, f, tx_round);
+			continue;
 		}
-		try_remove(mgr, d, f, tx_round);
+		end_or_park(mgr, d, f, tx_round);
 	}
 }
 
