@@ -27,7 +27,7 @@
 
 #include "config.h"
 
-#define REQ(key) (1u << (key))
+#define REQ(key) (1ull << (key)) /* (services have more than 32 keys) */
 
 struct ctx {
 	const char *path;    /* the config file, as given */
@@ -402,7 +402,7 @@ get_seq(struct ctx *c, const yaml_node_t *node, const char *base, const char *ke
  */
 static int
 map_get(struct ctx *c, const yaml_node_t *map, const char *base, const char *const keys[],
-	unsigned int n_keys, unsigned int required, yaml_node_t *vals[])
+	unsigned int n_keys, uint64_t required, yaml_node_t *vals[])
 {
 	const yaml_node_pair_t *pair;
 	const yaml_node_t *key;
@@ -981,6 +981,7 @@ enum {
 	SVC_WAKE,
 	SVC_PRIORITY,
 	SVC_NICE,
+	SVC_SCHED_BATCH,
 	SVC_POOL_IDLE,
 	SVC_POOL_FALLBACK,
 	SVC_POOL_QUEUE,
@@ -1003,6 +1004,9 @@ enum {
 	SVC_SCALE,
 	SVC_N_KEYS
 };
+static const char *const bool_words[] = {"false", "true"};
+/* (in enum sq_sched_batch's order) */
+static const char *const sched_batch_words[] = {"auto", "true", "false"};
 static const char *const svc_keys[SVC_N_KEYS] = {
 	"name",
 	"exec",
@@ -1016,6 +1020,7 @@ static const char *const svc_keys[SVC_N_KEYS] = {
 	"wake",
 	"priority",
 	"nice",
+	"sched_batch",
 	"pool_idle",
 	"pool_fallback",
 	"pool_queue_pkts",
@@ -1102,6 +1107,9 @@ parse_service(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_c
 		ret = get_u32(c, v[SVC_PRIORITY], b, "priority", 0, 99, &svc->priority);
 	if (ret == 0)
 		ret = get_i32(c, v[SVC_NICE], b, "nice", -20, 19, &svc->nice);
+	if (ret == 0)
+		ret = get_word(c, v[SVC_SCHED_BATCH], b, "sched_batch", sched_batch_words,
+			       RTE_DIM(sched_batch_words), &svc->sched_batch);
 	svc->pool_idle = svc->instances;
 	if (ret == 0)
 		ret = get_u32(c, v[SVC_POOL_IDLE], b, "pool_idle", 0, svc->instances,
@@ -1208,7 +1216,6 @@ get_hops(struct ctx *c, const yaml_node_t *node, const char *b, const char *key,
 
 enum { CHAIN_NAME, CHAIN_SERVICES, CHAIN_DIRECT, CHAIN_HOP_NICE, CHAIN_N_KEYS };
 static const char *const chain_keys[CHAIN_N_KEYS] = {"name", "services", "direct", "hop_nice_step"};
-static const char *const bool_words[] = {"false", "true"};
 
 static int
 parse_chain(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_cfg_chain *chain)

@@ -89,6 +89,7 @@ struct sq_cfg_service {
 	uint32_t pool_backlog_max;   /* new flows wait while more NFs wait to run; 0: no limit */
 	uint32_t priority;           /* SCHED_RR priority 1..99; 0 = the normal scheduler */
 	int32_t nice;                /* for the normal scheduler, -20..19 */
+	uint32_t sched_batch;        /* enum sq_sched_batch; default auto */
 	uint32_t max_instances;      /* NF slots reserved: instances may grow to it while running */
 	uint32_t restart;            /* enum sq_restart; default always */
 	uint32_t restart_backoff_ms; /* first delay before a restart; default 1 */
@@ -166,6 +167,13 @@ enum sq_pool_fallback {
 };
 
 /* Which idle NF a new flow gets. */
+/* services[].sched_batch: when the normal scheduler's NFs run SCHED_BATCH. */
+enum sq_sched_batch {
+	SQ_BATCH_AUTO = 0, /* when whatever wakes them runs on their own core (nfs.c) */
+	SQ_BATCH_ON,
+	SQ_BATCH_OFF,
+};
+
 enum sq_pool_order {
 	SQ_POOL_FIFO = 0, /* the one idle longest (seed 000 §4): NFs take turns */
 	SQ_POOL_LIFO = 1, /* the one idle shortest: its pages are still in the caches */

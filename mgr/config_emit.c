@@ -158,6 +158,8 @@ static const char *const assign_words[] = {
 static const char *const fallback_words[] = {
 	[SQ_FALLBACK_DROP] = "drop", [SQ_FALLBACK_RSS] = "rss", [SQ_FALLBACK_QUEUE] = "queue"};
 static const char *const order_words[] = {[SQ_POOL_FIFO] = "fifo", [SQ_POOL_LIFO] = "lifo"};
+static const char *const sched_batch_words[] = {
+	[SQ_BATCH_AUTO] = "auto", [SQ_BATCH_ON] = "true", [SQ_BATCH_OFF] = "false"};
 static const char *const sandbox_words[] = {[SQ_SANDBOX_NONE] = "none",
 					    [SQ_SANDBOX_STRICT] = "strict",
 					    [SQ_SANDBOX_ISOLATED] = "isolated"};
@@ -282,6 +284,7 @@ emit_service(struct out *o, const struct sq_cfg_service *s)
 	emit_wake(o, &s->wake);
 	kv_u64(o, "priority", s->priority);
 	kv_i64(o, "nice", s->nice);
+	kv(o, "sched_batch", WORD(sched_batch_words, s->sched_batch));
 	kv_u64(o, "pool_idle", s->pool_idle);
 	kv(o, "pool_fallback", WORD(fallback_words, s->pool_fallback));
 	kv_u64(o, "pool_queue_pkts", s->pool_queue_pkts);

@@ -118,7 +118,7 @@ mgr_control_unlock(void)
  * change)? Otherwise an apply would drop it silently. These sizes trip
  * when a struct grows; config_emit.c must write the new key too. */
 static_assert(offsetof(struct sq_config, ports) == 712, "manager key: plan_manager");
-static_assert(sizeof(struct sq_cfg_service) == 872, "service key: plan_service");
+static_assert(sizeof(struct sq_cfg_service) == 880, "service key: plan_service");
 static_assert(sizeof(struct sq_cfg_scale) == 36, "scale key: plan_service");
 static_assert(sizeof(struct sq_cfg_wake) == 32, "wake key: same_wake");
 static_assert(sizeof(struct sq_cfg_port) == 2092, "port key: same_port");
@@ -302,6 +302,7 @@ plan_service(struct plan *p, const struct sq_cfg_service *c, const struct sq_cfg
 	FIXED(c->spin_ns == s->spin_ns, "spin_us");
 	FIXED(c->priority == s->priority, "priority");
 	FIXED(c->nice == s->nice, "nice");
+	FIXED(c->sched_batch == s->sched_batch, "sched_batch");
 	FIXED(c->pool_fallback == s->pool_fallback, "pool_fallback");
 	FIXED(c->pool_queue_pkts == s->pool_queue_pkts, "pool_queue_pkts");
 	FIXED(c->pool_order == s->pool_order, "pool_order");

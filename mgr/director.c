@@ -867,15 +867,7 @@ nf_of(const struct flow *f, uint16_t hop)
 static void
 set_nf_priority(struct mgr *mgr, uint32_t id, uint32_t prio)
 {
-	struct sched_param sp = {.sched_priority = (int)prio};
-	struct mgr_nf *nf = &mgr->nfs[id];
-
-	if (nf->pid <= 0)
-		return;
-	if (sched_setscheduler(nf->pid, prio > 0 ? SCHED_RR : SCHED_OTHER, &sp) == 0) {
-		nf->sched_priority = prio;
-		atomic_store_explicit(&nf->ctl->realtime, prio > 0, memory_order_relaxed);
-	}
+	(void)mgr_nf_set_policy(mgr, &mgr->nfs[id], prio); /* (refused: it stays as it was) */
 }
 
 static struct flow *

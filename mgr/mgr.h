@@ -157,6 +157,7 @@ struct mgr_nf {
 	bool scale_starting;
 	uint64_t deq_pkts;       /* tx role: taken back from the NF (or reclaimed) */
 	uint32_t sched_priority; /* SCHED_RR priority applied; 0 = normal scheduler */
+	bool sched_batch;        /* under the normal scheduler: SCHED_BATCH applied */
 	uint32_t closes_taken;   /* director: NF-side cleanups already accounted */
 	int32_t nice;            /* nice applied under the normal scheduler */
 	struct nf_wake wake;
@@ -483,6 +484,9 @@ int mgr_nfs_spawn(struct mgr *mgr, struct mgr_nf *nf);
 /* The SCHED_RR priority the NF has by its config (service priority, or
  * chain_priority + hop); 0: the normal scheduler. */
 uint32_t mgr_nf_own_priority(const struct mgr *mgr, const struct mgr_nf *nf);
+/* SCHED_RR at @p prio, or with 0 its service's normal policy (SCHED_BATCH
+ * or SCHED_OTHER). @return 0, or -errno (the NF's policy unchanged). */
+int mgr_nf_set_policy(struct mgr *mgr, struct mgr_nf *nf, uint32_t prio);
 bool mgr_nf_is_ready(const struct mgr_nf *nf);
 /* control role: make NF slot @p id anew for a service's instance (rings kept
  * when their size fits), or retire an NF (it stops after handing back what

@@ -248,6 +248,7 @@ visit_nf(const struct mgr *mgr, const struct mgr_nf *nf, struct stats_sink *s)
 	s->u64(s, "wakes_by_timeout", nf->wake.by_timeout);
 	s->u64(s, "wakes_by_urgent", nf->wake.by_urgent);
 	s->u64(s, "sched_priority", nf->sched_priority);
+	s->u64(s, "sched_batch", nf->sched_batch);
 	s->u64(s, "realtime", atomic_load_explicit(&ctl->realtime, memory_order_relaxed));
 	s->u64(s, "nice_plus_20", (uint64_t)(nf->nice + 20));
 	s->u64(s, "tx_ring_count", rte_ring_count(nf->tx));

@@ -10,6 +10,7 @@ from typing import Any
 from squall.bench import chains, config, mixes
 from squall.bench.experiment import Context, Experiment, Figure, Series, rounded
 from squall.bench.method import Method, Point, measure_rep
+from squall.bench.trial import gen_trial
 
 LENGTHS = [1, 2, 3, 10, 50]
 # "direct": chains of two NFs or more are direct chains; "manager": every
@@ -104,6 +105,17 @@ def run(ctx: Context) -> None:
         if n == lengths[0] and baseline:
             setup = chains.build(config.paper_chain(n), hops, mode=mode, **svc)
             cases.append(("baseline", n, setup, Path(baseline)))
+    # The run's first case measured low (1 NF: PDR 6.0-6.2 Mpps in its first
+    # repetition, 7.6-7.8 in its second and for the baseline measured right
+    # after it): the machine warms up (page faults, caches, clocks) under
+    # whichever runs first. An unmeasured stretch at full rate first.
+    warmup_s = ctx.param("warmup_s", 10.0, 1.0)
+    if warmup_s > 0 and cases:
+        variant, n, setup, mgr_bin = cases[0]
+        cfg = make_cfg(setup, mix, flows, **({"chain_priority": prio} if prio else {}))
+        with ctx.manager(cfg(ctx.manager_name()), label="warm-up", mgr_bin=mgr_bin) as m:
+            gen_trial(m, float("inf"), warmup_s)
+            m.wait_idle()
     # Interleaved: a slow stretch of the shared machine hits every case.
     for rep in range(ctx.reps):
         for variant, n, setup, mgr_bin in cases:

@@ -29,8 +29,9 @@ def test_service_priority_and_nice_are_applied(mgr: Manager) -> None:
             mgr,
             [
                 {"name": "rt", "exec": "squall-nf-fwd", "priority": 7},
-                {"name": "nice", "exec": "squall-nf-fwd", "nice": 5},
+                {"name": "nice", "exec": "squall-nf-fwd", "nice": 5, "sched_batch": True},
                 {"name": "plain", "exec": "squall-nf-fwd"},
+                {"name": "other", "exec": "squall-nf-fwd", "sched_batch": False},
             ],
         )
     )
@@ -41,10 +42,14 @@ def test_service_priority_and_nice_are_applied(mgr: Manager) -> None:
     assert nfs["rt"]["sched_priority"] == 7
     # What the NF is told (it then never spins): only the SCHED_RR one.
     assert [nfs[s]["realtime"] for s in ("rt", "nice", "plain")] == [1, 0, 0], nfs
-    assert os.sched_getscheduler(nice) == os.SCHED_OTHER
+    # sched_batch true: SCHED_BATCH, nice kept. auto, with the NFs not
+    # pinned (their wakers on other cores): SCHED_OTHER, as with false.
+    assert os.sched_getscheduler(nice) == os.SCHED_BATCH
     assert os.getpriority(os.PRIO_PROCESS, nice) == 5
     assert os.sched_getscheduler(plain) == os.SCHED_OTHER
     assert os.getpriority(os.PRIO_PROCESS, plain) == 0
+    assert os.sched_getscheduler(nfs["other"]["pid"]) == os.SCHED_OTHER
+    assert [nfs[s]["sched_batch"] for s in ("rt", "nice", "plain", "other")] == [0, 1, 0, 0]
     mgr.finish()
 
 
@@ -68,17 +73,13 @@ def test_chain_aware_priorities_rise_along_the_chain(mgr: Manager) -> None:
     mgr.finish()
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="SCHED_RR needs root")
-def test_a_rules_flow_priority_lasts_as_long_as_the_flow(mgr: Manager) -> None:
-    # seed 000 Fig 7: a per-flow rule raises its flow's NF to SCHED_RR 20
-    # while the flow lasts; then the NF goes back to its own priority, here
-    # chain_priority's (5 + hop 0), not to the service's (none).
+def flow_priority_config(mgr: Manager, **manager: object) -> dict:
     cfg = mgr.config(
         ports=[
             {"name": "gen", "devargs": "net_null0,no-rx=1"},
             {"name": "out", "devargs": "net_null1,no-rx=1"},
         ],
-        services=[{"name": "s", "exec": "squall-nf-fwd", "instances": 2}],
+        services=[{"name": "s", "exec": "squall-nf-fwd", "instances": 2, "sched_batch": True}],
         chains=[{"name": "c", "services": ["s"]}],
         rules=[
             {
@@ -89,9 +90,18 @@ def test_a_rules_flow_priority_lasts_as_long_as_the_flow(mgr: Manager) -> None:
                 "nf_priority": 20,
             }
         ],
-        chain_priority=5,
         flow_idle_timeout_ms=300,
+        **manager,
     )
+    return cfg
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="SCHED_RR needs root")
+def test_a_rules_flow_priority_lasts_as_long_as_the_flow(mgr: Manager) -> None:
+    # seed 000 Fig 7: a per-flow rule raises its flow's NF to SCHED_RR 20
+    # while the flow lasts; then the NF goes back to its own priority, here
+    # chain_priority's (5 + hop 0), not to the service's (none).
+    cfg = flow_priority_config(mgr, chain_priority=5)
     # One long TCP connection: it is still open when the generator pauses,
     # and ends by the idle timeout.
     cfg["generator"] = {"port": "gen", "rate_pps": 2000, "flows": 1, "tcp_flow_pkts": 10000}
@@ -106,4 +116,57 @@ def test_a_rules_flow_priority_lasts_as_long_as_the_flow(mgr: Manager) -> None:
     mgr.wait_for(lambda: mgr.query("/squall/flows")["flows_ended"] == 1, 10, "the flow ended")
     assert os.sched_getparam(nf["pid"]).sched_priority == 5
     assert mgr.nfs()[f"s#{nf['instance']}"]["sched_priority"] == 5
+    mgr.finish()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="SCHED_RR needs root")
+def test_after_its_flows_priority_an_nf_is_back_to_sched_batch(mgr: Manager) -> None:
+    # As above with no priority of its own: the NF goes back to its
+    # service's normal policy, SCHED_BATCH (sched_batch true), not SCHED_OTHER.
+    cfg = flow_priority_config(mgr)
+    cfg["generator"] = {"port": "gen", "rate_pps": 2000, "flows": 1, "tcp_flow_pkts": 10000}
+    mgr.start(cfg)
+    mgr.wait_for(lambda: mgr.stats()["tx_pkts"] >= 100, 10, "the flow carries packets")
+    nf = next(nf for nf in mgr.nfs().values() if nf["rx_pkts"] > 0)
+    assert os.sched_getscheduler(nf["pid"]) == os.SCHED_RR
+    sent = mgr.gen_send(0)
+    mgr.wait_accounted(sent)
+    mgr.wait_for(lambda: mgr.query("/squall/flows")["flows_ended"] == 1, 10, "the flow ended")
+    assert os.sched_getscheduler(nf["pid"]) == os.SCHED_BATCH
+    after = mgr.nfs()[f"s#{nf['instance']}"]
+    assert after["sched_priority"] == 0 and after["sched_batch"] == 1, after
+    mgr.finish()
+
+
+def direct_chain_config(mgr: Manager, nf_core: int) -> dict:
+    services = [{"name": f"h{i}", "exec": "squall-nf-fwd"} for i in range(3)]
+    cfg = chain_config(mgr, services, nf_core=nf_core)
+    cfg["chains"][0]["direct"] = True
+    return cfg
+
+
+def policies(mgr: Manager) -> list[int]:
+    nfs = {nf["service"]: nf for nf in mgr.nfs().values()}
+    got = [os.sched_getscheduler(nfs[f"h{i}"]["pid"]) for i in range(3)]
+    assert [nfs[f"h{i}"]["sched_batch"] for i in range(3)] == [
+        int(p == os.SCHED_BATCH) for p in got
+    ], nfs
+    return got
+
+
+def test_sched_batch_auto_where_the_wakers_share_the_core(mgr: Manager) -> None:
+    # sched_batch auto (the default), a direct chain on core 1, the manager on
+    # core 0: hop 0 is woken by the manager from another core and keeps
+    # SCHED_OTHER (it must take its core at once); hops 1 and 2 are woken
+    # only by the hop before them on their own core: SCHED_BATCH.
+    mgr.start(direct_chain_config(mgr, nf_core=1))
+    assert policies(mgr) == [os.SCHED_OTHER, os.SCHED_BATCH, os.SCHED_BATCH]
+    mgr.finish()
+
+
+def test_sched_batch_auto_on_the_managers_own_core(mgr: Manager) -> None:
+    # The NFs on the manager's core (its one lcore, core 0): every waker
+    # shares the core, so every hop runs SCHED_BATCH.
+    mgr.start(direct_chain_config(mgr, nf_core=0))
+    assert policies(mgr) == [os.SCHED_BATCH] * 3
     mgr.finish()

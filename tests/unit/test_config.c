@@ -148,6 +148,7 @@ test_defaults(void)
 	CHECK(cfg.services[0].wake.timeout_ns == 100000);
 	CHECK(cfg.services[0].wake.t_lat_pkts == 36);
 	CHECK(cfg.services[0].priority == 0 && cfg.services[0].nice == 0);
+	CHECK(cfg.services[0].sched_batch == SQ_BATCH_AUTO);
 	CHECK(cfg.services[0].pool_fallback == SQ_FALLBACK_DROP);
 	CHECK(cfg.services[0].pool_queue_pkts == 1024);
 	CHECK(cfg.services[0].pool_order == SQ_POOL_FIFO && cfg.services[0].pool_backlog_max == 0);
@@ -339,6 +340,8 @@ static const struct {
 	{"bad_wake_bounds", "7: services[0].wake.min_pkts: 10 is above max_pkts 4"},
 	{"bad_priority", "7: services[0].priority: expected an integer from 0 to 99, got "
 			 "\"100\""},
+	{"bad_sched_batch", "7: services[0].sched_batch: expected \"auto\", \"true\" or "
+			    "\"false\", got \"yes\""},
 	{"bad_gen_dup_port", "13: generator[1].port: port \"in\" has a generator already (line "
 			     "13)"},
 	{"bad_gen_size", "13: generator.sizes[1]: expected an integer from 64 to 1518, got "
