@@ -309,7 +309,9 @@ run_loop(struct mgr *mgr, const struct options *o, bool rx_elsewhere)
 			mgr_attach_poll(mgr->attach);
 		if (o->run_ms != 0 && now - start > hz / 1000 * o->run_ms)
 			break;
-		if (o->idle_exit_ms != 0 && mgr->last_pkt_tsc != 0 &&
+		/* (rx on its own lcore stamps packets after this loop's now:
+		 * the plain difference would wrap to "idle for ages") */
+		if (o->idle_exit_ms != 0 && mgr->last_pkt_tsc != 0 && now > mgr->last_pkt_tsc &&
 		    now - mgr->last_pkt_tsc > hz / 1000 * o->idle_exit_ms)
 			break;
 	}

@@ -458,21 +458,26 @@ wakers_share_core(const struct mgr *mgr, uint16_t service)
  * it back later only for the waker to go to sleep: one task switch per hop
  * instead of two. 10 NFs of a direct chain on one core at 1.8 Mpps: p50
  * 71-75 us, against 96-103 us under SCHED_OTHER (docs/config.md). */
+static bool
+wants_batch(const struct mgr *mgr, uint16_t service)
+{
+	uint32_t mode = mgr->cfg->services[service].sched_batch;
+
+	return mode == SQ_BATCH_ON || (mode == SQ_BATCH_AUTO && wakers_share_core(mgr, service));
+}
+
 int
 mgr_nf_set_policy(struct mgr *mgr, struct mgr_nf *nf, uint32_t prio)
 {
-	uint32_t mode = mgr->cfg->services[nf->service].sched_batch;
-	bool batch = prio == 0 && (mode == SQ_BATCH_ON ||
-				   (mode == SQ_BATCH_AUTO && wakers_share_core(mgr, nf->service)));
+	bool batch = prio == 0 && wants_batch(mgr, nf->service);
 	struct sched_param sp = {.sched_priority = (int)RTE_MIN(prio, 99u)};
+	int policy = prio > 0 ? SCHED_RR : SCHED_OTHER;
 
+	if (batch)
+		policy = SCHED_BATCH;
 	if (nf->pid <= 0)
 		return -ESRCH;
-	if (sched_setscheduler(nf->pid,
-			       prio > 0 ? SCHED_RR
-			       : batch  ? SCHED_BATCH
-					: SCHED_OTHER,
-			       &sp) < 0)
+	if (sched_setscheduler(nf->pid, policy, &sp) < 0)
 		return -errno;
 	nf->sched_priority = (uint32_t)sp.sched_priority;
 	nf->sched_batch = batch;
@@ -498,10 +503,12 @@ apply_priority(struct mgr *mgr, struct mgr_nf *nf)
 		MGR_LOG(WARNING, "%s#%u: SCHED_RR %u not allowed (%s); using nice %d\n", cs->name,
 			nf->instance, prio, strerror(-ret), nice);
 	}
-	ret = mgr_nf_set_policy(mgr, nf, 0);
-	if (ret < 0)
-		MGR_LOG(WARNING, "%s#%u: cannot set the normal scheduling policy: %s\n", cs->name,
-			nf->instance, strerror(-ret));
+	/* (SCHED_OTHER it has from the manager: no call then, as before) */
+	nf->sched_priority = 0;
+	nf->sched_batch = false;
+	if (wants_batch(mgr, nf->service) && (ret = mgr_nf_set_policy(mgr, nf, 0)) < 0)
+		MGR_LOG(WARNING, "%s#%u: cannot set SCHED_BATCH: %s\n", cs->name, nf->instance,
+			strerror(-ret));
 	if (nice != 0 && setpriority(PRIO_PROCESS, (id_t)nf->pid, nice) < 0) {
 		MGR_LOG(WARNING, "%s#%u: cannot set nice %d: %s\n", cs->name, nf->instance, nice,
 			strerror(errno));
