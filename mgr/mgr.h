@@ -177,7 +177,8 @@ struct mgr_nf {
 	uint64_t start_tsc; /* spawn time, for start-to-ready */
 	uint64_t ready_tsc;
 	/* Supervision (nfs.c, control lcore; telemetry reads). */
-	uint32_t restarts;  /* times started again after it died */
+	uint32_t restarts;           /* times started again after it died */
+	uint32_t restarts_recovered; /* of those, new instances that took a packet */
 	uint32_t sup_state; /* enum in nfs.c: not supervised, waiting, starting, first packet */
 	uint32_t window_restarts; /* restarts since window_tsc */
 	uint32_t reclaim_cause;   /* enum sq_drop: for the held-packet scan */

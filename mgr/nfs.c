@@ -1018,6 +1018,9 @@ mgr_nfs_supervise(struct mgr *mgr)
 		case SUP_FIRST_PKT:
 			if (nf->ctl->rx_pkts != nf->rx_base) {
 				nf->restart_us = (rte_rdtsc() - nf->died_tsc) * 1000000 / hz;
+				/* (what to wait on for a restart done: two restarts'
+				 * restart_us can be equal to the microsecond) */
+				nf->restarts_recovered++;
 				nf->sup_state = SUP_NONE;
 			}
 			break;
@@ -1425,6 +1428,7 @@ mgr_nfs_setup(struct mgr *mgr, uint32_t id, uint16_t service, uint16_t instance)
 	nf->window_tsc = 0;
 	nf->window_restarts = 0;
 	nf->restarts = 0;
+	nf->restarts_recovered = 0;
 	nf->wd_killed = false;
 	nf->exit_reason[0] = '\0';
 	ret = init_nf(mgr, nf, service, instance);

@@ -219,6 +219,7 @@ visit_nf(const struct mgr *mgr, const struct mgr_nf *nf, struct stats_sink *s)
 	s->u64(s, "bad_descs", nf->bad_descs);
 	s->str(s, "exit_reason", nf->exit_reason);
 	s->u64(s, "restart_us", nf->restart_us);
+	s->u64(s, "restarts_recovered", nf->restarts_recovered);
 	s->u64(s, "watchdog_kills", nf->watchdog_kills);
 	s->u64(s, "service_failed", atomic_load(&mgr->services[nf->service].failed));
 	s->u64(s, "rx_pkts", ctl->rx_pkts);

@@ -47,6 +47,7 @@ def kill_and_wait_back(mgr: Manager, key: str) -> int:
             and nf["pid"] not in (0, pid)
             and nf["state"] in ("awake", "asleep", "waking")
             and nf["rx_pkts"] > before["rx_pkts"]
+            and nf["restarts_recovered"] == before["restarts_recovered"] + 1
         )
 
     mgr.wait_for(back, 15, f"{key} restarted in its slot and taking packets")
