@@ -577,8 +577,13 @@ enum {
 	MGR_ATTACH_USERS,
 	MGR_IDLE_SLEEP_MAX,
 	MGR_IDLE_AFTER,
+	MGR_RX_BACKPRESSURE,
 	MGR_N_KEYS
 };
+static int get_word(struct ctx *c, const yaml_node_t *node, const char *base, const char *key,
+		    const char *const *words, uint32_t n_words, uint32_t *out);
+static const char *const bool_words[] = {"false", "true"};
+
 static const char *const mgr_keys[MGR_N_KEYS] = {
 	"name",
 	"region_mb",
@@ -598,6 +603,7 @@ static const char *const mgr_keys[MGR_N_KEYS] = {
 	"attach_users",
 	"idle_sleep_max_us",
 	"idle_after_us",
+	"rx_backpressure",
 };
 
 /* nf_user: a user name or a numeric uid, resolved now so that a typo is a
@@ -721,6 +727,13 @@ parse_manager(struct ctx *c, const yaml_node_t *node)
 	if (ret == 0)
 		ret = get_u32(c, v[MGR_IDLE_AFTER], b, "idle_after_us", 0, 10000000,
 			      &cfg->idle_after_us);
+	if (ret == 0 && v[MGR_RX_BACKPRESSURE] != NULL) {
+		uint32_t w = 0;
+
+		ret = get_word(c, v[MGR_RX_BACKPRESSURE], b, "rx_backpressure", bool_words,
+			       RTE_DIM(bool_words), &w);
+		cfg->rx_backpressure = w == 1;
+	}
 	if (ret == 0)
 		ret = get_nf_user(c, v[MGR_NF_USER], b);
 	if (ret == 0)
@@ -1004,7 +1017,6 @@ enum {
 	SVC_SCALE,
 	SVC_N_KEYS
 };
-static const char *const bool_words[] = {"false", "true"};
 /* (in enum sq_sched_batch's order) */
 static const char *const sched_batch_words[] = {"auto", "true", "false"};
 static const char *const svc_keys[SVC_N_KEYS] = {

@@ -243,6 +243,9 @@ struct sq_config {
 	 * and how long nothing must move before the first sleep */
 	uint32_t idle_sleep_max_us;
 	uint32_t idle_after_us;
+	/* rx does not read a port while a first hop its rules feed has no room
+	 * for a burst: the port's descriptors hold them (rx.c); default off */
+	bool rx_backpressure;
 	/* NF slots in the region; 0: the services' max_instances + SQ_SPARE_NF_SLOTS */
 	uint32_t max_nfs;
 	/* the user NFs run as (a name, or a uid); default "squall-nf", made by

@@ -35,7 +35,8 @@ struct gen {
 	uint64_t sent_pkts;
 	uint64_t sent_bytes;
 	uint64_t alloc_fail;
-	uint64_t lag_pkts; /* due by the rate but not sent yet */
+	uint64_t lag_pkts;    /* due by the rate but not sent yet */
+	uint64_t missed_pkts; /* held (rx_backpressure) past the port's rx_desc: lost */
 	/* TCP mode: per concurrent flow slot, the connection and its next packet */
 	uint32_t *slot_conn;
 	uint16_t *slot_step;
@@ -145,6 +146,7 @@ mgr_gen_stats(const struct mgr *mgr, int idx, struct gen_stats *st)
 	st->sent_bytes = g->sent_bytes;
 	st->alloc_fail = g->alloc_fail;
 	st->lag_pkts = g->lag_pkts;
+	st->missed_pkts = g->missed_pkts;
 	st->conns_started = g->conns_started;
 }
 
@@ -292,13 +294,36 @@ pkts_due(struct gen *g, uint64_t now_tsc)
 	return (unsigned int)RTE_MIN(due, (uint64_t)GEN_BURST);
 }
 
+/* rx_backpressure let rx take only @p room of the @p n packets due now
+ * (0: it holds the port). The rest waits, as it would in a port's rx
+ * descriptors, and what they could not hold is missed, as a NIC counts it
+ * (the port's rx_eth_missed: never received, so in no drop count).
+ * Offered all the same: counted sent, so a rate search that adds
+ * missed_pkts to the drops sees the loss. @return how many to send now. */
 static unsigned int
-gen_poll_one(struct mgr *mgr, struct gen *g)
+hold_due(struct mgr *mgr, struct gen *g, unsigned int n, unsigned int room)
+{
+	uint64_t desc = mgr->cfg->ports[g->cfg->port].rx_desc;
+	uint64_t left = n - room + g->lag_pkts;
+
+	if (g->rate_pps != GEN_RATE_MAX && left > desc) {
+		g->sent_pkts += left - desc;
+		g->missed_pkts += left - desc;
+		mgr->ports[g->cfg->port].gen_missed += left - desc;
+		g->lag_pkts = desc; /* what waits */
+	}
+	return room;
+}
+
+static unsigned int
+gen_poll_one(struct mgr *mgr, struct gen *g, unsigned int room)
 {
 	struct rte_mbuf *pkts[GEN_BURST];
 	unsigned int n = pkts_due(g, rte_rdtsc());
 	uint64_t bytes = 0;
 
+	if (unlikely(n > room))
+		n = hold_due(mgr, g, n, room);
 	if (n == 0)
 		return 0;
 	if (rte_pktmbuf_alloc_bulk(mgr->pool, pkts, n) != 0) {
@@ -323,11 +348,11 @@ gen_poll_one(struct mgr *mgr, struct gen *g)
 }
 
 unsigned int
-mgr_gen_poll(struct mgr *mgr)
+mgr_gen_poll(struct mgr *mgr, const uint16_t *room)
 {
 	unsigned int n = 0;
 
 	for (uint16_t i = 0; i < mgr->n_gens; i++)
-		n += gen_poll_one(mgr, &mgr->gens[i]);
+		n += gen_poll_one(mgr, &mgr->gens[i], room[mgr->gens[i].cfg->port]);
 	return n;
 }

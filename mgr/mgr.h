@@ -95,6 +95,8 @@ struct role_ctx {
 	struct port_stage ports[SQ_MAX_PORTS];
 };
 
+#define MGR_PORT_HOPS_MAX 8
+
 struct mgr_port {
 	char name[SQ_CFG_NAME_LEN];
 	uint16_t port_id; /* DPDK's */
@@ -107,6 +109,14 @@ struct mgr_port {
 	/* written by rx: */
 	uint64_t rx_pkts __rte_cache_aligned;
 	uint64_t rx_bytes;
+	uint64_t rx_held;    /* rounds not read: a first hop had no room (rx_backpressure) */
+	uint64_t gen_missed; /* its generator's, held past rx_desc: in rx_eth_missed */
+	/* rx_backpressure: the services whose first hop this port's rules feed,
+	 * found again when the config changes (rx.c) */
+	const struct sq_config *hops_cfg;
+	uint16_t hops[MGR_PORT_HOPS_MAX];
+	uint8_t n_hops;
+	bool hops_unknown; /* a per-flow pool or too many: never held */
 	/* written by tx: */
 	uint64_t tx_pkts __rte_cache_aligned;
 	uint64_t tx_bytes;
@@ -399,14 +409,18 @@ void mgr_rx_inject(struct mgr *mgr, uint16_t port_idx, struct rte_mbuf **pkts, u
 struct gen;
 int mgr_gen_init(struct mgr *mgr);
 void mgr_gen_free(struct mgr *mgr);
-unsigned int mgr_gen_poll(struct mgr *mgr);
+/* One round of every generator. @p room[port]: how many packets rx takes
+ * from the port this round (rx_backpressure; UINT16_MAX: no limit); the
+ * generator keeps the rest of what is due, up to the port's rx_desc, as a
+ * port's descriptors would, and counts what is past them as missed. */
+unsigned int mgr_gen_poll(struct mgr *mgr, const uint16_t *room);
 /* Index of the generator on port @p port (NULL or "": the first), or -ENOENT. */
 int mgr_gen_find(const struct mgr *mgr, const char *port);
 void mgr_gen_set_rate(struct mgr *mgr, int idx, uint64_t rate_pps);
 /* A generator sends (not paused): the rx role has work every round. */
 bool mgr_gen_busy(const struct mgr *mgr);
 struct gen_stats {
-	uint64_t rate_pps, sent_pkts, sent_bytes, alloc_fail, lag_pkts, conns_started;
+	uint64_t rate_pps, sent_pkts, sent_bytes, alloc_fail, lag_pkts, missed_pkts, conns_started;
 };
 void mgr_gen_stats(const struct mgr *mgr, int idx, struct gen_stats *st);
 

@@ -11,6 +11,7 @@
 
 #include "control.h"
 #include "capture.h"
+#include "director.h"
 #include "mgr.h"
 #include "parse.h"
 
@@ -123,13 +124,95 @@ mgr_rx_inject(struct mgr *mgr, uint16_t port_idx, struct rte_mbuf **pkts, uint16
 	mgr->last_pkt_tsc = now_tsc;
 }
 
+/* rx_backpressure (issue 17; NFVnice's backpressure to the port): the
+ * services whose instances take a port's packets first, from the rules.
+ * Per-flow pools are not looked at (a new flow takes an idle NF, whose
+ * ring is empty), so a port with one is never held. */
+static void
+find_hops(struct mgr *mgr, uint16_t port_idx)
+{
+	const struct sq_config *cfg = mgr->cfg;
+	struct mgr_port *port = &mgr->ports[port_idx];
+
+	port->hops_cfg = cfg;
+	port->n_hops = 0;
+	port->hops_unknown = false;
+	for (uint16_t i = 0; i < cfg->n_rules; i++) {
+		const struct sq_cfg_rule *r = &cfg->rules[i];
+		uint16_t svc = cfg->chains[r->chain].services[0];
+		bool known = false;
+
+		if (r->in_port >= 0 && r->in_port != port_idx)
+			continue;
+		if (mgr_director_is_pooled(mgr, svc) || port->n_hops == MGR_PORT_HOPS_MAX) {
+			port->hops_unknown = true;
+			return;
+		}
+		for (uint8_t h = 0; h < port->n_hops; h++)
+			known |= port->hops[h] == svc;
+		if (!known)
+			port->hops[port->n_hops++] = svc;
+	}
+}
+
+/* The fewest free slots among the rings of the instances the port feeds
+ * first, counting what this round already staged for them. An isolated
+ * NF's ring holds copies of its own and is not looked at. */
+static uint32_t
+hops_room(struct mgr *mgr, const struct mgr_port *port, uint32_t room)
+{
+	for (uint8_t h = 0; h < port->n_hops && room > 0; h++) {
+		const struct mgr_service *svc = &mgr->services[port->hops[h]];
+
+		for (uint32_t i = 0; i < svc->n_nfs; i++) {
+			const struct mgr_nf *nf = &mgr->nfs[svc->first_nf + i];
+			uint32_t used;
+
+			if (nf->iso != NULL ||
+			    !atomic_load_explicit(&nf->live, memory_order_relaxed))
+				continue;
+			used = nf->rx_prod - __atomic_load_n(&nf->rx->cons.tail, __ATOMIC_ACQUIRE);
+			/* (a position that makes no sense is the enqueue's to
+			 * find and handle: not a reason to hold the port) */
+			if (used > nf->rx_mask)
+				continue;
+			used += mgr->rx.stages[nf->id].n;
+			room = RTE_MIN(room, used >= nf->rx_mask ? 0 : nf->rx_mask - used);
+		}
+	}
+	return room;
+}
+
+/* How many packets rx may take from the port this round: under
+ * rx_backpressure no more than the fullest first hop has room for, so none
+ * is dropped there (with several instances, as if all went to that one),
+ * 0 holding the port; else no limit (UINT16_MAX). */
+static uint16_t
+port_room(struct mgr *mgr, uint16_t port_idx)
+{
+	struct mgr_port *port = &mgr->ports[port_idx];
+	uint16_t room = UINT16_MAX;
+
+	/* (kept current while off too: a config freed and another made at its
+	 * address would otherwise pass for the one looked at) */
+	if (unlikely(port->hops_cfg != mgr->cfg))
+		find_hops(mgr, port_idx);
+	if (!mgr->cfg->rx_backpressure || port->hops_unknown)
+		return room;
+	room = (uint16_t)hops_room(mgr, port, room);
+	if (room == 0)
+		port->rx_held++;
+	return room;
+}
+
 static unsigned int
-rx_port(struct mgr *mgr, uint16_t port_idx)
+rx_port(struct mgr *mgr, uint16_t port_idx, uint16_t room)
 {
 	struct rte_mbuf *pkts[256];
 	uint16_t n;
 
-	n = rte_eth_rx_burst(mgr->ports[port_idx].port_id, 0, pkts, (uint16_t)mgr->cfg->rx_burst);
+	n = rte_eth_rx_burst(mgr->ports[port_idx].port_id, 0, pkts,
+			     RTE_MIN(room, (uint16_t)mgr->cfg->rx_burst));
 	if (n > 0)
 		mgr_rx_inject(mgr, port_idx, pkts, n);
 	return n;
@@ -139,15 +222,19 @@ unsigned int
 mgr_rx_poll(struct mgr *mgr)
 {
 	unsigned int moved = 0;
+	uint16_t room[SQ_MAX_PORTS];
 
 	/* A new config is taken between two rounds: every packet of a round is
 	 * steered by one rule set. */
 	if (unlikely(atomic_load_explicit(&mgr->cfg_next, memory_order_relaxed) != NULL))
 		mgr_control_take(mgr);
-	if (mgr->n_gens > 0)
-		moved += mgr_gen_poll(mgr);
 	for (uint16_t p = 0; p < mgr->n_ports; p++)
-		moved += rx_port(mgr, p);
+		room[p] = port_room(mgr, p);
+	if (mgr->n_gens > 0)
+		moved += mgr_gen_poll(mgr, room);
+	for (uint16_t p = 0; p < mgr->n_ports; p++)
+		if (room[p] > 0)
+			moved += rx_port(mgr, p, room[p]);
 	mgr_steer_flush(mgr, &mgr->rx);
 	mgr_wakeup_poll(mgr, &mgr->rx);
 	mgr_director_poll(mgr);

@@ -167,7 +167,8 @@ mgr_stats_visit_ports(const struct mgr *mgr, struct stats_sink *s)
 		s->u64(s, "rx_bytes", p->rx_bytes);
 		s->u64(s, "tx_pkts", p->tx_pkts);
 		s->u64(s, "tx_bytes", p->tx_bytes);
-		s->u64(s, "rx_eth_missed", eth.imissed + mgr_port_kernel_drops(p));
+		s->u64(s, "rx_eth_missed", eth.imissed + mgr_port_kernel_drops(p) + p->gen_missed);
+		s->u64(s, "rx_held", p->rx_held);
 		s->u64(s, "rx_eth_errors", eth.ierrors);
 		s->u64(s, "rx_nombuf", eth.rx_nombuf);
 		s->u64(s, "tx_eth_errors", eth.oerrors);

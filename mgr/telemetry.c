@@ -234,6 +234,7 @@ cmd_gen(const char *cmd, const char *params, struct rte_tel_data *d)
 	rte_tel_data_add_dict_u64(d, "sent_bytes", st.sent_bytes);
 	rte_tel_data_add_dict_u64(d, "alloc_fail", st.alloc_fail);
 	rte_tel_data_add_dict_u64(d, "lag_pkts", st.lag_pkts);
+	rte_tel_data_add_dict_u64(d, "missed_pkts", st.missed_pkts);
 	rte_tel_data_add_dict_u64(d, "conns_started", st.conns_started);
 	return 0;
 }

@@ -59,6 +59,14 @@ def summarize(
             ctx.summary[f"ratio_{n}nf_vs_{first}nf_pdr{SUFFIX[variant]}"] = rounded(
                 pt.mpps("pdr")["median"] / base
             )
+    if ("backpressure", first) in points:
+        bp = points[("backpressure", first)]
+        bp_pdr = bp.mpps("pdr")["median"]
+        if bp_pdr > 0:
+            ctx.summary[f"ratio_ndr_vs_pdr_{first}nf_backpressure"] = rounded(
+                bp.mpps("ndr")["median"] / bp_pdr
+            )
+        ctx.summary[f"ratio_{first}nf_pdr_backpressure_vs_off"] = rounded(bp_pdr / base)
     if ("baseline", first) in points:
         old = points[("baseline", first)].mpps("pdr")["median"]
         if old > 0:
@@ -85,46 +93,61 @@ def run(ctx: Context) -> None:
     # Another build's squall-mgr (and its NFs), e.g. the commit before a
     # change: its 1-NF chain beside this one's, interleaved.
     baseline = ctx.param("baseline_bin", "")
+    # The 1-NF chain again with manager.rx_backpressure (NFVnice's
+    # backpressure to the port; issue 17): the generator's port is not read
+    # while the chain's first ring has no room for a burst, and holds what
+    # is due in its rx_desc descriptors, as a NIC would (4,096: ixgbe's and
+    # i40e's most), counting the rest as gen_missed. Does it raise the NDR
+    # without costing PDR?
+    backpressure = ctx.param("backpressure", True, False)
+    port_rx_desc = ctx.param("port_rx_desc", 4096)
     mix = mixes.by_name(size)
     method = Method.from_ctx(ctx)
     hops = chains.max_hops(ctx.workdir, ctx.manager_name(), max(lengths))
     points: dict[tuple[str, int], Point] = {}
-    cases: list[tuple[str, int, chains.ChainSetup, Path | None]] = []
+    cases: list[tuple[str, int, chains.ChainSetup, Path | None, dict[str, Any]]] = []
+    base_mgr: dict[str, Any] = {"chain_priority": prio} if prio else {}
     for n in lengths:
         for variant in variants if n > 1 else variants[:1]:
             setup = chains.build(
                 config.paper_chain(n), hops, mode=mode, direct=variant == "direct", **svc
             )
-            cases.append((variant, n, setup, None))
+            setup.ports[0] = {**setup.ports[0], "rx_desc": port_rx_desc}
+            cases.append((variant, n, setup, None, base_mgr))
             if setup.segments > 1 and variant == variants[0]:
                 ctx.note(
                     f"{n} NFs: squall-mgr takes {hops} hops per chain, so the path is "
                     f"{setup.segments} chains joined by net_ring loopback ports; latency is "
                     "the sum of the segments' (quantiles: an upper bound)."
                 )
+        if n == lengths[0] and backpressure:
+            setup = chains.build(config.paper_chain(n), hops, mode=mode, **svc)
+            setup.ports[0] = {**setup.ports[0], "rx_desc": port_rx_desc}
+            cases.append(("backpressure", n, setup, None, {**base_mgr, "rx_backpressure": True}))
         if n == lengths[0] and baseline:
             setup = chains.build(config.paper_chain(n), hops, mode=mode, **svc)
-            cases.append(("baseline", n, setup, Path(baseline)))
+            setup.ports[0] = {**setup.ports[0], "rx_desc": port_rx_desc}
+            cases.append(("baseline", n, setup, Path(baseline), base_mgr))
     # The run's first case measured low (1 NF: PDR 6.0-6.2 Mpps in its first
     # repetition, 7.6-7.8 in its second and for the baseline measured right
     # after it): the machine warms up (page faults, caches, clocks) under
     # whichever runs first. An unmeasured stretch at full rate first.
     warmup_s = ctx.param("warmup_s", 10.0, 1.0)
     if warmup_s > 0 and cases:
-        variant, n, setup, mgr_bin = cases[0]
-        cfg = make_cfg(setup, mix, flows, **({"chain_priority": prio} if prio else {}))
+        variant, n, setup, mgr_bin, mgr_keys = cases[0]
+        cfg = make_cfg(setup, mix, flows, **mgr_keys)
         with ctx.manager(cfg(ctx.manager_name()), label="warm-up", mgr_bin=mgr_bin) as m:
             gen_trial(m, float("inf"), warmup_s)
             m.wait_idle()
     # Interleaved: a slow stretch of the shared machine hits every case.
     for rep in range(ctx.reps):
-        for variant, n, setup, mgr_bin in cases:
+        for variant, n, setup, mgr_bin, mgr_keys in cases:
             pt = points.setdefault((variant, n), Point(f"{n} NF {variant}"))
             measure_rep(
                 ctx,
                 pt,
                 rep,
-                make_cfg(setup, mix, flows, **({"chain_priority": prio} if prio else {})),
+                make_cfg(setup, mix, flows, **mgr_keys),
                 setup.chain_names,
                 method,
                 mgr_bin=mgr_bin,

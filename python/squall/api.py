@@ -51,6 +51,7 @@ class Port:
     tx_pkts: int
     tx_bytes: int
     rx_eth_missed: int
+    rx_held: int  # rounds rx left it unread (manager.rx_backpressure)
 
     @classmethod
     def from_dict(cls, name: str, d: dict[str, Any]) -> Port:
@@ -62,6 +63,7 @@ class Port:
             tx_pkts=_int(d, "tx_pkts"),
             tx_bytes=_int(d, "tx_bytes"),
             rx_eth_missed=_int(d, "rx_eth_missed"),
+            rx_held=_int(d, "rx_held"),
         )
 
 

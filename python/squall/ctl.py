@@ -54,6 +54,7 @@ def _ports_table(ports: Sequence[Port]) -> Table:
         "tx_pkts",
         "tx_bytes",
         "rx_missed",
+        "rx_held",
         title="ports",
         title_justify="left",
     )
@@ -66,6 +67,7 @@ def _ports_table(ports: Sequence[Port]) -> Table:
             f"{p.tx_pkts:,}",
             f"{p.tx_bytes:,}",
             f"{p.rx_eth_missed:,}",
+            f"{p.rx_held:,}",
         )
     return table
 

@@ -731,6 +731,10 @@ PORT_COUNTERS = {
     "rx_eth_errors": ("squall_port_rx_errors", "Erroneous packets the NIC received"),
     "rx_nombuf": ("squall_port_rx_nombuf", "rx mbuf allocation failures"),
     "tx_eth_errors": ("squall_port_tx_errors", "Packets the NIC failed to send"),
+    "rx_held": (
+        "squall_port_rx_held_rounds",
+        "Rounds rx left the port unread: a first hop had no room (rx_backpressure)",
+    ),
 }
 NF_COUNTERS = {
     "rx_pkts": ("squall_nf_received_packets", "Packets the NF took from its rx ring"),

@@ -154,6 +154,7 @@ test_defaults(void)
 	CHECK(cfg.services[0].pool_order == SQ_POOL_FIFO && cfg.services[0].pool_backlog_max == 0);
 	CHECK(cfg.n_gens == 0 && cfg.chain_priority == 0);
 	CHECK(cfg.core_wakes_per_s == 50000);
+	CHECK(!cfg.rx_backpressure);
 
 	CHECK(cfg.n_chains == 1);
 	CHECK(cfg.chains[0].n_hops == 1);
@@ -342,6 +343,8 @@ static const struct {
 			 "\"100\""},
 	{"bad_sched_batch", "7: services[0].sched_batch: expected \"auto\", \"true\" or "
 			    "\"false\", got \"yes\""},
+	{"bad_rx_backpressure", "2: manager.rx_backpressure: expected \"false\" or \"true\", "
+				"got \"on\""},
 	{"bad_gen_dup_port", "13: generator[1].port: port \"in\" has a generator already (line "
 			     "13)"},
 	{"bad_gen_size", "13: generator.sizes[1]: expected an integer from 64 to 1518, got "

@@ -40,9 +40,14 @@ class Counters:
         return cls(
             t=t,
             sent=int(g["sent_pkts"]),
-            drops=int(st["drop_pkts"]),
+            # (what the generator's port missed while rx_backpressure held
+            # it, as a NIC's missed: offered and lost, but never received)
+            drops=int(st["drop_pkts"]) + int(g.get("missed_pkts", 0)),
             fwd=tx,
-            drops_by_cause={str(k): int(v) for k, v in (st.get("drops") or {}).items()},
+            drops_by_cause={
+                **{str(k): int(v) for k, v in (st.get("drops") or {}).items()},
+                "gen_missed": int(g.get("missed_pkts", 0)),
+            },
         )
 
 
