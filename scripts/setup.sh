@@ -39,8 +39,9 @@ REQUIRED_PKGS=(
 )
 # Traffic and developer tools (DESIGN.md §10); missing from the archive = a warning.
 # Peers for side-by-side benchmarks (python/squall/bench/peers): nftables for
-# the kernel nft chain, Open vSwitch with DPDK (userspace datapath).
-OPTIONAL_PKGS=(nginx-light wrk iperf3 nftables openvswitch-switch-dpdk)
+# the kernel nft chain, Open vSwitch with DPDK (userspace datapath); perf for
+# tcp_peers's split of the forwarding core (python/squall/bench/profile.py).
+OPTIONAL_PKGS=(nginx-light wrk iperf3 nftables openvswitch-switch-dpdk linux-perf)
 
 step() { printf '==> %s\n' "$*"; }
 info() { printf '    %s\n' "$*"; }

@@ -4,10 +4,12 @@ as ratios to Squall. Issue 5 "peers in the same run"; seed 000 §6 setups."""
 
 from __future__ import annotations
 
+import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
-from squall.bench import netns, targets
+from squall.bench import netns, profile, targets
 from squall.bench.experiment import Context, Experiment, Figure, Series, rounded, spread
 from squall.bench.manager import BenchError
 
@@ -51,6 +53,14 @@ SQUALL_SYSTEMS: dict[str, dict[str, Any]] = {
     "squall-chain3-nf-core1": _variant(CHAIN3, direct=True, manager={"nf_core": 1}),
 }
 TOOLS = ["iperf3", "wrk", "ping", "ss"]
+# The systems that forward with DPDK on core 0 (profiled: see profile.py),
+# by name prefix -> the comms of their processes on that core.
+FWD_COMMS = {
+    "squall": r"^squall-",
+    "ovs-dpdk": r"^(pmd|ovs-vswitchd)",
+    "testpmd-io": r"^(rte-worker|lcore-worker|dpdk-testpmd)",
+}
+PROFILE_CPU = 0
 
 
 def _slug(name: str) -> str:
@@ -61,24 +71,31 @@ class StartFailed(Exception):
     pass
 
 
+@dataclass(frozen=True)
+class Traffic:
+    """What runs through each system (the run's parameters)."""
+
+    iperf_s: float
+    wrk_s: float
+    conns: int
+    body: int
+    profile_s: float  # 0: no profile
+
+
 def measure(
-    ctx: Context,
-    sname: str,
-    system: targets.System,
-    iperf_s: float,
-    wrk_s: float,
-    conns: int,
-    body: int,
-) -> dict[str, list[float]]:
-    """Fresh namespaces and servers, the system joined, ctx.reps runs of
-    iperf3 and wrk; everything stopped again."""
-    ctx.command(["scripts/netns.sh", "up"], what="namespaces")
+    ctx: Context, sname: str, system: targets.System, rep: int, tr: Traffic
+) -> dict[str, float]:
+    """Fresh namespaces and servers, the system joined, one run of iperf3
+    and one of wrk (repetition rep), in the first repetition of a DPDK
+    system also a profiled iperf3 (core_split); everything stopped again."""
+    if rep == 0:
+        ctx.command(["scripts/netns.sh", "up"], what="namespaces")
     netns.netns("up")
     servers: list[netns.Background] = []
-    r: dict[str, list[float]] = {}
+    r: dict[str, float] = {}
     try:
         servers.append(netns.start_iperf3_server(ctx.workdir))
-        http, http_name = netns.start_http_server(ctx.workdir, body)
+        http, http_name = netns.start_http_server(ctx.workdir, tr.body)
         servers.append(http)
         ctx.params["http_server"] = http_name
         t0 = time.monotonic()
@@ -87,26 +104,25 @@ def measure(
             ping_s = netns.wait_path()
         except Exception as e:  # noqa: BLE001 - PeerError, BenchError: reported as why
             raise StartFailed(str(e)) from e
-        if isinstance(system, targets.Squall) and system.manager is not None:
+        if rep == 0 and isinstance(system, targets.Squall) and system.manager is not None:
             ctx.command(system.manager.command, what="squall-mgr", label=sname,
                         config=system.manager.config_text)  # fmt: skip
         ctx.sample("start", system=sname, start_s=round(time.monotonic() - t0, 3),
                    first_ping_s=round(ping_s, 3))  # fmt: skip
-        for rep in range(ctx.reps):
-            ip, cmd = netns.iperf3(iperf_s)
-            ctx.command(cmd, what="iperf3", system=sname)
-            w, cmd = netns.wrk(wrk_s, conns)
-            ctx.command(cmd, what="wrk", system=sname)
-            ctx.sample("tcp", system=sname, rep=rep, iperf3=ip, wrk=w)
-            r.setdefault("gbps", []).append(ip["gbps"])
-            r.setdefault("retransmits", []).append(ip["retransmits"])
-            r.setdefault("rps", []).append(w["rps"])
-            r.setdefault("p99_us", []).append(w["p99_us"])
-            ctx.log(
-                f"{sname} rep {rep}: iperf3 {ip['gbps']:.2f} Gbit/s "
-                f"({ip['retransmits']} retransmits), wrk {w['rps']:,.0f} req/s, "
-                f"p99 {w['p99_us']:.0f} us"
-            )
+        ip, cmd = netns.iperf3(tr.iperf_s)
+        ctx.command(cmd, what="iperf3", system=sname)
+        w, cmd = netns.wrk(tr.wrk_s, tr.conns)
+        ctx.command(cmd, what="wrk", system=sname)
+        ctx.sample("tcp", system=sname, rep=rep, iperf3=ip, wrk=w)
+        r = {"gbps": ip["gbps"], "retransmits": ip["retransmits"], "rps": w["rps"],
+             "p99_us": w["p99_us"]}  # fmt: skip
+        ctx.log(
+            f"{sname} rep {rep}: iperf3 {ip['gbps']:.2f} Gbit/s "
+            f"({ip['retransmits']} retransmits), wrk {w['rps']:,.0f} req/s, "
+            f"p99 {w['p99_us']:.0f} us"
+        )
+        if rep == 0 and tr.profile_s > 0 and (fwd := _fwd_comms(sname)) is not None:
+            r.update(core_split(ctx, sname, fwd, tr.profile_s))
     finally:
         system.stop()  # idempotent, also after a failed or interrupted start
         for srv in servers:
@@ -114,11 +130,68 @@ def measure(
     return r
 
 
+def _fwd_comms(sname: str) -> str | None:
+    return next((v for k, v in FWD_COMMS.items() if sname.startswith(k)), None)
+
+
+def core_split(ctx: Context, sname: str, fwd: str, seconds: float) -> dict[str, float]:
+    """An iperf3 of seconds + 1 with core 0 sampled for seconds from 0.5 s
+    in: the shares of its time (profile.shares) as core0_<share>_pct."""
+    prof = profile.CoreProfile(PROFILE_CPU, ctx.workdir, name=sname)
+    done: dict[str, Any] = {}
+
+    def traffic() -> None:
+        try:
+            done["iperf3"] = netns.iperf3(seconds + 1.0)[0]
+        except BenchError as e:
+            done["error"] = e
+
+    t = threading.Thread(target=traffic)
+    t.start()
+    time.sleep(0.5)
+    cmd = prof.record(seconds)
+    t.join()
+    if "error" in done:
+        raise done["error"]
+    ctx.command(cmd, what="perf", system=sname)
+    split = prof.split(fwd)
+    ctx.sample("profile", system=sname, cpu=PROFILE_CPU, gbps=done["iperf3"]["gbps"], **split)
+    ctx.log(f"{sname} core {PROFILE_CPU}: " + ", ".join(f"{k} {v}%" for k, v in split.items()))
+    return {f"core0_{k}_pct": v for k, v in split.items()}
+
+
+def measure_twice(
+    ctx: Context, sname: str, system: targets.System, rep: int, tr: Traffic
+) -> dict[str, float] | None:
+    """measure(), once more if the first attempt fails; None (and the system
+    in ctx.unavailable with why) if it cannot start or fails twice."""
+    for attempt in (1, 2):
+        try:
+            return measure(ctx, sname, system, rep, tr)
+        except StartFailed as e:
+            ctx.unavailable[sname] = f"start failed: {e}"
+            ctx.log(f"{sname}: start failed: {e}")
+            return None
+        except BenchError as e:
+            # Most often another user of the namespaces: netns.sh up kills
+            # what runs in them.
+            ctx.note(f"{sname}, rep {rep}, attempt {attempt}: {e}")
+            ctx.log(f"{sname}: attempt {attempt} failed: {e}")
+            if attempt == 2:
+                ctx.unavailable[sname] = f"measurement failed twice: {e}"
+    return None
+
+
 def run(ctx: Context) -> None:
     iperf_s = ctx.param("iperf_s", 5.0, 1.0)
     wrk_s = ctx.param("wrk_s", 5.0, 1.0)
     conns = ctx.param("wrk_connections", 16)
     body = ctx.param("http_body_bytes", 1024)
+    profile_s = ctx.param("profile_s", 2.0, 1.0)
+    if profile_s > 0 and (why := profile.unavailable()) is not None:
+        ctx.unavailable["profile"] = why
+        profile_s = 0.0
+    tr = Traffic(iperf_s, wrk_s, conns, body, profile_s)
     peers, why_no_peers = targets.peers()
     if why_no_peers:
         ctx.unavailable["peers"] = why_no_peers
@@ -143,32 +216,27 @@ def run(ctx: Context) -> None:
     if missing:
         raise BenchError(f"missing tools: {', '.join(missing)} (scripts/setup.sh installs them)")
 
+    runnable = []
+    for sname in wanted:
+        why = by_name[sname].unavailable()
+        if why is not None:
+            ctx.unavailable[sname] = why
+            ctx.log(f"{sname}: not run: {why}")
+        else:
+            runnable.append(sname)
+    # Repetitions interleaved (each system once per round): a drift of the
+    # VM's speed over the run falls on every system alike, not on whichever
+    # ran last.
     res: dict[str, dict[str, list[float]]] = {}
     try:
-        for sname in wanted:
-            system = by_name[sname]
-            why = system.unavailable()
-            if why is not None:
-                ctx.unavailable[sname] = why
-                ctx.log(f"{sname}: not run: {why}")
-                continue
-            for attempt in (1, 2):
-                try:
-                    r = measure(ctx, sname, system, iperf_s, wrk_s, conns, body)
-                except StartFailed as e:
-                    ctx.unavailable[sname] = f"start failed: {e}"
-                    ctx.log(f"{sname}: start failed: {e}")
-                    break
-                except BenchError as e:
-                    # Most often another user of the namespaces: netns.sh up
-                    # kills what runs in them.
-                    ctx.note(f"{sname}, attempt {attempt}: {e}")
-                    ctx.log(f"{sname}: attempt {attempt} failed: {e}")
-                    if attempt == 2:
-                        ctx.unavailable[sname] = f"measurement failed twice: {e}"
+        for rep in range(ctx.reps):
+            for sname in [n for n in runnable if n not in ctx.unavailable]:
+                r = measure_twice(ctx, sname, by_name[sname], rep, tr)
+                if r is None:
+                    res.pop(sname, None)  # no mix of some repetitions and not others
                     continue
-                res[sname] = r
-                break
+                for key, v in r.items():
+                    res.setdefault(sname, {}).setdefault(key, []).append(v)
     finally:
         netns.netns("down")
 
@@ -183,15 +251,25 @@ def run(ctx: Context) -> None:
         ctx.summary[f"gbps_iperf3_{s}"] = rounded(g)
         ctx.summary[f"rps_wrk_{s}"] = rounded(q, 0)
         ctx.summary[f"p99_us_wrk_{s}"] = rounded(spread(r["p99_us"])["median"], 1)
+        for share in profile.SHARES:
+            if (v := r.get(f"core0_{share}_pct")) is not None:
+                ctx.summary[f"core0_{share}_pct_{s}"] = v[0]
         if sname != "squall":
             ctx.summary[f"ratio_iperf3_{s}_vs_squall"] = rounded(g / sq_gbps) if sq_gbps else None
             ctx.summary[f"ratio_wrk_{s}_vs_squall"] = rounded(q / sq_rps) if sq_rps else None
-    # Issue 17's figures: Squall over its peers (the 1-NF and 3-NF chains).
+    # Issue 17's figures: Squall over its peers (the 1-NF and 3-NF chains);
+    # and each DPDK system over testpmd's io forwarding, the least a DPDK
+    # forwarder does on these ports (peers/testpmd.py), and that over the
+    # kernel's chain.
     for mine, peer in (
         ("squall", "ovs-dpdk"),
         ("squall-chain3", "ovs-dpdk"),
         ("squall-chain3", "kernel-nft-chain"),
         ("squall", "kernel-bridge"),
+        ("squall", "testpmd-io"),
+        ("squall-chain3", "testpmd-io"),
+        ("ovs-dpdk", "testpmd-io"),
+        ("testpmd-io", "kernel-nft-chain"),
     ):
         if mine not in res or peer not in res:
             continue
@@ -226,7 +304,7 @@ def run(ctx: Context) -> None:
                     )
                 ],  # fmt: skip
                 xscale="category",
-                caption="Same veth ends (sq-c1, sq-s1), same traffic; systems one after another.",
+                caption="Same veth ends (sq-c1, sq-s1), same traffic; repetitions interleaved.",
             )
         )
     ctx.note(
@@ -236,9 +314,15 @@ def run(ctx: Context) -> None:
         "squall-busypoll: af_xdp's default preferred busy polling (busy_budget 64); "
         "squall-af_packet: af_packet ports; squall-chain3: firewall, L3 forwarder (routes by "
         "the two hosts' addresses), L2 forwarder as a direct chain (NF to NF); "
-        "squall-chain3-mgr: the same chain through the manager at every hop. The manager runs "
-        "on core 0 and the NFs on core 1; iperf3, wrk and the servers share both cores with "
-        "them."
+        "squall-chain3-mgr: the same chain through the manager at every hop; squall-nf-core1: "
+        "the NF on core 1. The manager and the NFs run on core 0 (the NFs get the core when "
+        "the manager yields it), as OVS-DPDK's PMD and testpmd's forwarding lcore do; iperf3, "
+        "wrk and the servers share both cores with them. testpmd-io: DPDK's testpmd in io mode "
+        "on the same af_xdp ports (busy_budget=0, 4,096 rx descriptors), forwarding on core 0: "
+        "the least a DPDK forwarder does. core0_*_pct: a 3 s iperf3 in each DPDK system's "
+        "first repetition with core 0 sampled by perf for 2 s: its share in the ports' "
+        "transmit calls (the kernel delivering into the hosts: their TCP), the forwarder's "
+        "own, idle, other."
     )
 
 
@@ -252,9 +336,10 @@ EXPERIMENT = Experiment(
         "ends: Squall (squall-mgr with af_xdp ports and a 1-NF chain, and variants one change "
         "each from it; a 3-NF chain direct and through the manager), then the peers of "
         "squall.bench.peers (a Linux bridge, a chain of 3 nftables namespaces, Open vSwitch "
-        "with DPDK); one that cannot run here is listed with the exact reason. Through each: "
-        "iperf3 (one TCP stream, 5 s) and wrk (16 connections, 5 s) against nginx with one "
-        "worker serving 1 KiB; 3 repetitions; ratio_X_vs_squall are peer / Squall, "
+        "with DPDK, testpmd in io mode); one that cannot run here is listed with the exact "
+        "reason. Through each: iperf3 (one TCP stream, 5 s) and wrk (16 connections, 5 s) "
+        "against nginx with one worker serving 1 KiB; 3 repetitions, interleaved (each "
+        "system once a round); ratio_X_vs_squall are peer / Squall, "
         "ratio_T_squall_vs_P (issue 17's) Squall / peer."
     ),
     run=run,

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from conftest import MGR_BIN, REGION_DIRS, REPO, processes_mentioning
-from squall.bench import registry
+from squall.bench import profile, registry
 from squall.bench.search import NDR, PDR, Phase, RateSearch, Trial
 
 EXPERIMENTS = registry.all_experiments()
@@ -175,3 +175,38 @@ def test_search_out_of_trials_reports_a_lower_bound() -> None:
     res = RateSearch(synthetic(2e6), PHASES, max_trials=6).run()
     assert res.out_of_trials
     assert all(r <= 2e6 / (1 - PDR) for r in res.rates_pps.values())
+
+
+# perf report's --stdio lines as perf 6.x prints them (a Squall 1-NF run).
+PERF_COMMS = """\
+# Overhead  Command
+# ........  ...............
+#
+    94.13%  squall-mgr
+     2.85%  iperf3
+     2.39%  squall-nf-fwd
+     0.25%  swapper
+     0.22%  ksoftirqd/0
+"""
+PERF_CHILDREN = """\
+# Children      Self  Symbol
+    86.82%     0.56%  [k] do_syscall_64
+    84.84%     0.15%  [k] xsk_sendmsg
+     1.73%     0.01%  [k] __x64_sys_sched_yield
+     1.04%     1.04%  [.] nf_poll_once
+"""
+
+
+def test_core_profile_splits_perf_samples() -> None:
+    comms = profile.parse_comms(PERF_COMMS)
+    assert comms == {"squall-mgr": 94.13, "iperf3": 2.85, "squall-nf-fwd": 2.39,
+                     "swapper": 0.25, "ksoftirqd/0": 0.22}  # fmt: skip
+    children = profile.parse_children(PERF_CHILDREN)
+    assert children["xsk_sendmsg"] == 84.84 and children["nf_poll_once"] == 1.04
+    got = profile.shares(comms, children, r"^squall-")
+    assert set(got) == set(profile.SHARES)
+    assert got == {"kernel_tx": 84.8, "fwd_own": 11.7, "idle": 0.2, "other": 3.2}
+    assert abs(sum(got.values()) - 100) < 0.5
+    # af_packet's transmit counts the same; with neither, there is none.
+    assert profile.shares(comms, {"packet_sendmsg": 80.0}, r"^squall-")["kernel_tx"] == 80
+    assert profile.shares(comms, {}, r"^squall-")["kernel_tx"] == 0

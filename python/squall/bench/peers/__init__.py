@@ -1,7 +1,8 @@
 """Peers measured in the same run as Squall, on the same two ports (sq-c1, sq-s1)
 with the same traffic: the Linux kernel (a bridge; a chain of three nftables
-firewalls) and Open vSwitch with DPDK; and, doing the job of Squall's
-conntrack (and conntrack -> nat), stateful_peers(): the kernel with nftables
+firewalls), Open vSwitch with DPDK, and DPDK's testpmd in io mode (the least a
+DPDK forwarder does: it moves bursts, nothing else); and, doing the job of
+Squall's conntrack (and conntrack -> nat), stateful_peers(): the kernel with nftables
 ct state (and masquerade) on a router namespace, OVS-DPDK with ct() (and
 ct(nat)) flows.
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 from .common import ALLOWED_TCP_PORTS, CLIENT_END, SERVER_END, SNAT_IP, Peer, PeerError
 from .kernel import KernelBridge, KernelNftChain, KernelNftCt
 from .ovs import OvsDpdk, OvsDpdkCt
+from .testpmd import TestpmdIo
 
 __all__ = [
     "ALLOWED_TCP_PORTS",
@@ -36,6 +38,7 @@ __all__ = [
     "KernelBridge",
     "KernelNftChain",
     "OvsDpdk",
+    "TestpmdIo",
     "Peer",
     "PeerError",
     "all_peers",
@@ -44,7 +47,7 @@ __all__ = [
 
 def all_peers() -> list[Peer]:
     """Every peer, in the order a report lists them."""
-    return [KernelBridge(), KernelNftChain(), OvsDpdk()]
+    return [KernelBridge(), KernelNftChain(), OvsDpdk(), TestpmdIo()]
 
 
 def stateful_peers(allowed_tcp_ports: tuple[int, ...] = ALLOWED_TCP_PORTS) -> list[Peer]:

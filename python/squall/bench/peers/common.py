@@ -9,13 +9,16 @@ same two ends so client and server talk through it.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 CLIENT_END = "sq-c1"
@@ -25,6 +28,7 @@ SUBNET = "10.77.0.0/24"
 CMD_TIMEOUT_S = 10.0
 READY_TIMEOUT_S = 10.0
 POLL_S = 0.05
+EXIT_TIMEOUT_S = 10.0
 
 
 class PeerError(RuntimeError):
@@ -155,6 +159,68 @@ def wait_until(check: Callable[[], str | None], timeout: float, what: str) -> No
         if time.monotonic() > deadline:
             raise PeerError(f"{what} not ready after {timeout:g} s: {missing}")
         time.sleep(POLL_S)
+
+
+def die_with_parent() -> None:
+    """In the child: SIGTERM when the harness dies, so no switch outlives it."""
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def hugepages_free_mib() -> tuple[int, str]:
+    """Free default-size hugepages in MiB, and the /proc/meminfo lines it came from."""
+    info = dict(
+        line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines() if ":" in line
+    )
+    free = int(info.get("HugePages_Free", "0").strip())
+    size_kb = int(info.get("Hugepagesize", "0 kB").split()[0])
+    return free * size_kb // 1024, f"HugePages_Free: {free}, Hugepagesize: {size_kb} kB"
+
+
+def stop_process(proc: subprocess.Popen[bytes] | None) -> None:
+    """Wait (bounded) for proc to exit, then SIGTERM, then SIGKILL."""
+    if proc is None:
+        return
+    for sig in (None, signal.SIGTERM, signal.SIGKILL):
+        if sig is not None and proc.poll() is None:
+            proc.send_signal(sig)
+        try:
+            proc.wait(timeout=EXIT_TIMEOUT_S / 2)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def save_end(end: str) -> dict[str, Any]:
+    """What restore_ends puts back: the free end's flags and ifindex
+    (PeerError if it is missing or in use)."""
+    info = require_free_end(end)
+    return {"flags": set(info.get("flags", [])), "ifindex": info["ifindex"]}
+
+
+def restore_ends(saved: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Put back what a DPDK process changed on the ends (saved by save_end):
+    promiscuous mode, XDP, up. @return the fixes that failed."""
+    errors = []
+    for end, was in saved.items():
+        now = link(end)
+        if now is None or now["ifindex"] != was["ifindex"]:
+            continue  # gone, or recreated since (netns.sh down/up)
+        flags = set(now.get("flags", []))
+        fixes: list[list[str]] = []
+        if "xdp" in now:
+            fixes.append(["ip", "link", "set", "dev", end, "xdp", "off"])
+        if "PROMISC" in flags and "PROMISC" not in was["flags"]:
+            fixes.append(["ip", "link", "set", "dev", end, "promisc", "off"])
+        if "UP" in was["flags"] and "UP" not in flags:
+            fixes.append(["ip", "link", "set", "dev", end, "up"])
+        for fix in fixes:
+            if why := why_not(fix):
+                errors.append(why)
+        # libxdp's dispatcher pins, if it managed to load one for this end.
+        for pin in Path("/sys/fs/bpf/xdp").glob(f"dispatch-{was['ifindex']}-*"):
+            shutil.rmtree(pin, ignore_errors=True)
+    return errors
 
 
 # ------------------------------------------------------------------ stateful peers

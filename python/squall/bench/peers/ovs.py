@@ -20,11 +20,9 @@ variant with nat(src=SNAT_IP), and passes; everything else new is dropped.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -38,12 +36,15 @@ from .common import (
     SERVER_END,
     SNAT_IP,
     PeerError,
-    link,
+    die_with_parent,
+    hugepages_free_mib,
     missing_tool,
     not_root,
-    require_free_end,
+    restore_ends,
     run,
+    save_end,
     snat_neighbour,
+    stop_process,
     why_not,
 )
 
@@ -53,7 +54,6 @@ DPDK_RUNTIME = Path("/var/run/dpdk")
 DPDK_INIT_TIMEOUT_S = 30.0
 # What dump-flows adds to a flow: counters and ages.
 STATS_FIELDS = re.compile(r"\b(cookie|duration|n_packets|n_bytes|idle_age|hard_age)=[^,\s]*,?\s*")
-EXIT_TIMEOUT_S = 10.0
 
 # Port kinds in order of preference: name -> Interface columns for end number i.
 PORT_KINDS: dict[str, tuple[str, ...]] = {
@@ -61,36 +61,6 @@ PORT_KINDS: dict[str, tuple[str, ...]] = {
     "afxdp": ("type=afxdp",),
     "dpdk net_af_packet": ("type=dpdk", "options:dpdk-devargs=net_af_packet{i},iface={end}"),
 }
-
-
-def _die_with_parent() -> None:
-    """In the child: SIGTERM when the harness dies, so no switch outlives it."""
-    PR_SET_PDEATHSIG = 1
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-def _hugepages_free_mib() -> tuple[int, str]:
-    """Free default-size hugepages in MiB, and the /proc/meminfo lines it came from."""
-    info = dict(
-        line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines() if ":" in line
-    )
-    free = int(info.get("HugePages_Free", "0").strip())
-    size_kb = int(info.get("Hugepagesize", "0 kB").split()[0])
-    return free * size_kb // 1024, f"HugePages_Free: {free}, Hugepagesize: {size_kb} kB"
-
-
-def _stop_process(proc: subprocess.Popen[bytes] | None) -> None:
-    """Wait (bounded) for proc to exit, then SIGTERM, then SIGKILL."""
-    if proc is None:
-        return
-    for sig in (None, signal.SIGTERM, signal.SIGKILL):
-        if sig is not None and proc.poll() is None:
-            proc.send_signal(sig)
-        try:
-            proc.wait(timeout=EXIT_TIMEOUT_S / 2)
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 class OvsDpdk:
@@ -136,7 +106,7 @@ class OvsDpdk:
             return f"{VSWITCHD_DPDK} --version names no DPDK: {version.strip()!r}"
         if self.pmd_core not in os.sched_getaffinity(0):
             return f"PMD core {self.pmd_core} is not among this process's CPUs"
-        free, facts = _hugepages_free_mib()
+        free, facts = hugepages_free_mib()
         if free < self.socket_mem_mib:
             return (
                 f"needs {self.socket_mem_mib} MiB of free hugepages for dpdk-socket-mem, "
@@ -167,7 +137,7 @@ class OvsDpdk:
                 stdout=f,
                 stderr=subprocess.STDOUT,
                 env={**os.environ, **self._env()},
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
             )
 
     def _log_tail(self, n: int = 8) -> str:
@@ -188,8 +158,7 @@ class OvsDpdk:
     def start(self) -> None:
         self.stop()
         for end in self.ends:
-            info = require_free_end(end)
-            self._saved[end] = {"flags": set(info.get("flags", [])), "ifindex": info["ifindex"]}
+            self._saved[end] = save_end(end)
         self._dir = Path(tempfile.mkdtemp(prefix="squall-ovs-", dir="/tmp"))
         try:
             self._start_db()
@@ -343,42 +312,19 @@ class OvsDpdk:
             ctl = self._path("ovs-vswitchd.ctl")
             if why := why_not(["ovs-appctl", "-t", ctl, "exit", "--cleanup"], timeout=10):
                 errors.append(why)
-        _stop_process(self._switch)
+        stop_process(self._switch)
         if self._db is not None and self._db.poll() is None:
             why_not(["ovs-appctl", "-t", self._path("ovsdb-server.ctl"), "exit"])
-        _stop_process(self._db)
+        stop_process(self._db)
         self._switch = self._db = None
-        errors += self._restore_ends()
+        errors += restore_ends(self._saved)
+        self._saved = {}
         if self._dir is not None:
             shutil.rmtree(DPDK_RUNTIME / self._file_prefix(), ignore_errors=True)
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
         if errors:
             raise PeerError(f"{self.name} stop: " + "; ".join(errors))
-
-    def _restore_ends(self) -> list[str]:
-        """Put back what DPDK changed on the ends: promiscuous mode, XDP, up."""
-        errors = []
-        for end, saved in self._saved.items():
-            now = link(end)
-            if now is None or now["ifindex"] != saved["ifindex"]:
-                continue  # gone, or recreated since (netns.sh down/up)
-            flags = set(now.get("flags", []))
-            fixes: list[list[str]] = []
-            if "xdp" in now:
-                fixes.append(["ip", "link", "set", "dev", end, "xdp", "off"])
-            if "PROMISC" in flags and "PROMISC" not in saved["flags"]:
-                fixes.append(["ip", "link", "set", "dev", end, "promisc", "off"])
-            if "UP" in saved["flags"] and "UP" not in flags:
-                fixes.append(["ip", "link", "set", "dev", end, "up"])
-            for fix in fixes:
-                if why := why_not(fix):
-                    errors.append(why)
-            # libxdp's dispatcher pins, if it managed to load one for this end.
-            for pin in Path("/sys/fs/bpf/xdp").glob(f"dispatch-{saved['ifindex']}-*"):
-                shutil.rmtree(pin, ignore_errors=True)
-        self._saved = {}
-        return errors
 
 
 CT_ZONE = 1
