@@ -578,6 +578,7 @@ enum {
 	MGR_IDLE_SLEEP_MAX,
 	MGR_IDLE_AFTER,
 	MGR_RX_BACKPRESSURE,
+	MGR_NICE,
 	MGR_N_KEYS
 };
 static int get_word(struct ctx *c, const yaml_node_t *node, const char *base, const char *key,
@@ -604,6 +605,7 @@ static const char *const mgr_keys[MGR_N_KEYS] = {
 	"idle_sleep_max_us",
 	"idle_after_us",
 	"rx_backpressure",
+	"nice",
 };
 
 /* nf_user: a user name or a numeric uid, resolved now so that a typo is a
@@ -734,6 +736,8 @@ parse_manager(struct ctx *c, const yaml_node_t *node)
 			       RTE_DIM(bool_words), &w);
 		cfg->rx_backpressure = w == 1;
 	}
+	if (ret == 0)
+		ret = get_i32(c, v[MGR_NICE], b, "nice", -20, 19, &cfg->mgr_nice);
 	if (ret == 0)
 		ret = get_nf_user(c, v[MGR_NF_USER], b);
 	if (ret == 0)
@@ -1729,6 +1733,7 @@ set_defaults(struct sq_config *cfg)
 	cfg->core_wakes_per_s = 50000;
 	cfg->idle_sleep_max_us = 1000;
 	cfg->idle_after_us = 100;
+	cfg->mgr_nice = -10;
 	strcpy(cfg->nf_user, "squall-nf");
 }
 

@@ -246,6 +246,10 @@ struct sq_config {
 	/* rx does not read a port while a first hop its rules feed has no room
 	 * for a burst: the port's descriptors hold them (rx.c); default off */
 	bool rx_backpressure;
+	/* the nice of the manager's lcores (main.c), added to that of the NFs
+	 * on its core (nfs.c): above the other programs of its core, whose
+	 * kernel work (the ports' transmits) it carries; default -10 */
+	int32_t mgr_nice;
 	/* NF slots in the region; 0: the services' max_instances + SQ_SPARE_NF_SLOTS */
 	uint32_t max_nfs;
 	/* the user NFs run as (a name, or a uid); default "squall-nf", made by

@@ -117,7 +117,7 @@ mgr_control_unlock(void)
  * running (then the plan applies it) or not (then the plan refuses a
  * change)? Otherwise an apply would drop it silently. These sizes trip
  * when a struct grows; config_emit.c must write the new key too. */
-static_assert(offsetof(struct sq_config, ports) == 716, "manager key: plan_manager");
+static_assert(offsetof(struct sq_config, ports) == 720, "manager key: plan_manager");
 static_assert(sizeof(struct sq_cfg_service) == 880, "service key: plan_service");
 static_assert(sizeof(struct sq_cfg_scale) == 36, "scale key: plan_service");
 static_assert(sizeof(struct sq_cfg_wake) == 32, "wake key: same_wake");
@@ -261,6 +261,9 @@ plan_manager(struct plan *p, const struct sq_config *cur, const struct sq_config
 		note(p, "manager.rx_backpressure %s -> %s", cur->rx_backpressure ? "true" : "false",
 		     n->rx_backpressure ? "true" : "false");
 	next->rx_backpressure = n->rx_backpressure;
+	if (cur->mgr_nice != n->mgr_nice)
+		note(p, "manager.nice %d -> %d", cur->mgr_nice, n->mgr_nice);
+	next->mgr_nice = n->mgr_nice;
 	return 0;
 }
 

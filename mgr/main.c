@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <rte_cycles.h>
@@ -221,14 +223,39 @@ init_eal(const struct options *o, const struct sq_config *cfg, const char *prog)
 	return rte_eal_init(n, args);
 }
 
+/* The calling lcore at manager.nice, once more when a new config changes
+ * it (*applied: what it has; @return true if it changed). Above the other
+ * programs of its core by default (the NFs there follow, nfs.c): on a small
+ * host the manager's transmits carry the kernel's work for its ports (veth
+ * delivers into the receiver in the sender's context: on tcp_peers's veth
+ * ends 80-87% of the core), so a slice that a host's program takes from
+ * that core is taken from the whole path. Per thread: DPDK's threads and
+ * the roles' keep their own. */
+static bool
+apply_nice(const struct mgr *mgr, int32_t *applied)
+{
+	int32_t want = mgr->cfg->mgr_nice;
+
+	if (want == *applied)
+		return false;
+	*applied = want; /* tried once per value: one warning, not one a round */
+	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), want) < 0)
+		MGR_LOG(WARNING, "lcore %u: cannot set nice %d (manager.nice): %s\n",
+			rte_lcore_id(), want, strerror(errno));
+	return true;
+}
+
 /* rx on its own lcore when DPDK gave us two. */
 static int
 rx_lcore_main(void *arg)
 {
 	struct mgr *mgr = arg;
+	int32_t nice = 0;
 
-	while (!mgr->stop)
+	while (!mgr->stop) {
+		apply_nice(mgr, &nice);
 		mgr_rx_poll(mgr);
+	}
 	return 0;
 }
 
@@ -261,7 +288,9 @@ run_loop(struct mgr *mgr, const struct options *o, bool rx_elsewhere)
 	uint64_t ctl_period = hz / 1000 * CTL_PERIOD_MS;
 	uint64_t start = rte_rdtsc(), next_ctl = start + ctl_period;
 	uint64_t next_reap = start, next_msg = start;
+	int32_t nice = 0;
 
+	apply_nice(mgr, &nice);
 	while (!stop_requested) {
 		unsigned int moved = 0;
 		uint64_t now;
@@ -305,6 +334,10 @@ run_loop(struct mgr *mgr, const struct options *o, bool rx_elsewhere)
 		mgr_nfs_watchdog(mgr);
 		mgr_stats_poll(mgr);
 		mgr_control_poll(mgr);
+		/* (a config the control poll took may change it: the NFs on the
+		 * manager's core follow) */
+		if (apply_nice(mgr, &nice))
+			mgr_nfs_renice(mgr);
 		if (mgr->attach != NULL)
 			mgr_attach_poll(mgr->attach);
 		if (o->run_ms != 0 && now - start > hz / 1000 * o->run_ms)

@@ -495,6 +495,8 @@ void mgr_nfs_free(struct mgr *mgr);
 void mgr_nfs_supervise(struct mgr *mgr);
 /* Control period: kill NFs that hold packets and make no progress. */
 void mgr_nfs_watchdog(struct mgr *mgr);
+/* manager.nice changed: the live NFs on its core follow (nfs.c nice_on_core). */
+void mgr_nfs_renice(struct mgr *mgr);
 int mgr_nfs_spawn(struct mgr *mgr, struct mgr_nf *nf);
 /* The SCHED_RR priority the NF has by its config (service priority, or
  * chain_priority + hop); 0: the normal scheduler. */

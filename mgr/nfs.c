@@ -415,6 +415,37 @@ nice_of(const struct sq_config *cfg, uint16_t service)
 	return RTE_MAX(-20, cfg->services[service].nice - less);
 }
 
+/* NFs pinned to the CPU of one of the manager's lcores (manager.nf_core):
+ * they share its core, and run at manager.nice with it (nice_on_core). */
+static bool
+on_manager_core(const struct mgr *mgr)
+{
+	unsigned int lcore;
+
+	if (mgr->cfg->nf_core < 0)
+		return false;
+	RTE_LCORE_FOREACH(lcore)
+	{
+		if (rte_lcore_to_cpu_id((int)lcore) == mgr->cfg->nf_core)
+			return true;
+	}
+	return false;
+}
+
+/* nice_of, and for NFs that share the manager's core manager.nice on top:
+ * the manager's tasks above the host's programs there, and among themselves
+ * as their services say (were the manager alone above them, it would take
+ * the core from them between its yields, and their rings would overflow). */
+static int32_t
+nice_on_core(const struct mgr *mgr, uint16_t service)
+{
+	int32_t nice = nice_of(mgr->cfg, service);
+
+	if (on_manager_core(mgr))
+		nice += mgr->cfg->mgr_nice;
+	return RTE_MAX(-20, RTE_MIN(19, nice));
+}
+
 /* Is the service a hop after the first in every chain it is in, each a
  * direct chain: fed only by the hop before it, NF to NF? */
 static bool
@@ -492,7 +523,7 @@ apply_priority(struct mgr *mgr, struct mgr_nf *nf)
 {
 	const struct sq_cfg_service *cs = &mgr->cfg->services[nf->service];
 	uint32_t prio = mgr_nf_own_priority(mgr, nf);
-	int32_t nice = nice_of(mgr->cfg, nf->service);
+	int32_t nice = nice_on_core(mgr, nf->service);
 	int ret;
 
 	if (prio > 0) {
@@ -509,12 +540,29 @@ apply_priority(struct mgr *mgr, struct mgr_nf *nf)
 	if (wants_batch(mgr, nf->service) && (ret = mgr_nf_set_policy(mgr, nf, 0)) < 0)
 		MGR_LOG(WARNING, "%s#%u: cannot set SCHED_BATCH: %s\n", cs->name, nf->instance,
 			strerror(-ret));
-	if (nice != 0 && setpriority(PRIO_PROCESS, (id_t)nf->pid, nice) < 0) {
+	/* Also a nice of 0: an NF started by the manager's lcore begins with
+	 * that lcore's (manager.nice), which is not the NF's. */
+	if (setpriority(PRIO_PROCESS, (id_t)nf->pid, nice) < 0) {
 		MGR_LOG(WARNING, "%s#%u: cannot set nice %d: %s\n", cs->name, nf->instance, nice,
 			strerror(errno));
 		return;
 	}
 	nf->nice = nice;
+}
+
+void
+mgr_nfs_renice(struct mgr *mgr)
+{
+	for (uint32_t i = 0; i < mgr->n_nfs; i++) {
+		struct mgr_nf *nf = &mgr->nfs[i];
+		int32_t nice;
+
+		if (nf->pid <= 0 || !atomic_load(&nf->live) || nf->sched_priority != 0)
+			continue;
+		nice = nice_on_core(mgr, nf->service);
+		if (nice != nf->nice && setpriority(PRIO_PROCESS, (id_t)nf->pid, nice) == 0)
+			nf->nice = nice;
+	}
 }
 
 /* An original an isolated NF held a copy of when it died: the manager's

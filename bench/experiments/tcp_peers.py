@@ -44,12 +44,14 @@ def _variant(kinds: list[str], **change: Any) -> dict[str, Any]:
 SQUALL_SYSTEMS: dict[str, dict[str, Any]] = {
     "squall": _variant(["fwd"]),
     "squall-nf-core1": _variant(["fwd"], manager={"nf_core": 1}),
+    "squall-nice0": _variant(["fwd"], manager={"nice": 0}),
     "squall-rx1024": _variant(["fwd"], rx_desc=1024),
     "squall-poll": _variant(["fwd"], manager={"idle_sleep_max_us": 0}),
     "squall-busypoll": _variant(["fwd"], xdp_args=""),
     "squall-af_packet": _variant(["fwd"], port_kind="af_packet"),
     "squall-chain3": _variant(CHAIN3, direct=True),
     "squall-chain3-mgr": _variant(CHAIN3),
+    "squall-chain3-nice0": _variant(CHAIN3, direct=True, manager={"nice": 0}),
     "squall-chain3-nf-core1": _variant(CHAIN3, direct=True, manager={"nf_core": 1}),
 }
 TOOLS = ["iperf3", "wrk", "ping", "ss"]
@@ -315,8 +317,10 @@ def run(ctx: Context) -> None:
         "squall-af_packet: af_packet ports; squall-chain3: firewall, L3 forwarder (routes by "
         "the two hosts' addresses), L2 forwarder as a direct chain (NF to NF); "
         "squall-chain3-mgr: the same chain through the manager at every hop; squall-nf-core1: "
-        "the NF on core 1. The manager and the NFs run on core 0 (the NFs get the core when "
-        "the manager yields it), as OVS-DPDK's PMD and testpmd's forwarding lcore do; iperf3, "
+        "the NF on core 1; squall-nice0, squall-chain3-nice0: the manager at nice 0 (before "
+        "manager.nice, -10 by default). The manager and the NFs run on core 0 (the NFs get "
+        "the core when the manager yields it), as OVS-DPDK's PMD and testpmd's forwarding "
+        "lcore do; iperf3, "
         "wrk and the servers share both cores with them. testpmd-io: DPDK's testpmd in io mode "
         "on the same af_xdp ports (busy_budget=0, 4,096 rx descriptors), forwarding on core 0: "
         "the least a DPDK forwarder does. core0_*_pct: a 3 s iperf3 in each DPDK system's "

@@ -4,9 +4,13 @@ chain-position-aware mode gives later hops higher priority (seed 000 Fig 8)."""
 from __future__ import annotations
 
 import os
+import signal
+from pathlib import Path
 
 import pytest
 from conftest import Manager
+from squall import control
+from squall.bench.config import to_yaml
 
 
 def chain_config(mgr: Manager, services: list[dict], **manager: object) -> dict:
@@ -169,4 +173,82 @@ def test_sched_batch_auto_on_the_managers_own_core(mgr: Manager) -> None:
     # shares the core, so every hop runs SCHED_BATCH.
     mgr.start(direct_chain_config(mgr, nf_core=0))
     assert policies(mgr) == [os.SCHED_BATCH] * 3
+    mgr.finish()
+
+
+def _apply(mgr: Manager, cfg: dict, path: Path) -> None:
+    """squallctl apply of cfg, written to path, to the running manager."""
+    path.write_text(to_yaml(cfg))
+    assert mgr._tm is not None
+    res = control.apply_file(mgr._tm, path)
+    assert res.applied, res
+
+
+def _nice(tid: int) -> int:
+    """A thread's nice, from /proc (os.getpriority reads one thread too)."""
+    return os.getpriority(os.PRIO_PROCESS, tid)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a negative nice needs root")
+def test_manager_runs_above_its_nfs(mgr: Manager, tmp_path: Path) -> None:
+    """manager.nice (default -10) on the manager's lcore alone: its NFs keep
+    their own, also one the manager starts again from that lcore after a
+    crash (it would inherit the lcore's -10); a new config changes it live."""
+    cfg = chain_config(mgr, [{"name": "plain", "exec": "squall-nf-fwd"}])
+    mgr.start(cfg)
+    assert mgr.proc is not None
+    pid = mgr.proc.pid  # the main lcore is the process's first thread
+    mgr.wait_for(lambda: _nice(pid) == -10, 10, "the manager's lcore at nice -10")
+    others = [int(t) for t in os.listdir(f"/proc/{pid}/task") if int(t) != pid]
+    assert others and all(_nice(t) == 0 for t in others), "DPDK's threads keep nice 0"
+    nf = next(iter(mgr.nfs().values()))
+    assert _nice(nf["pid"]) == 0 and nf["nice_plus_20"] == 20, nf
+
+    os.kill(nf["pid"], signal.SIGKILL)
+    mgr.wait_for(
+        lambda: (
+            next(iter(mgr.nfs().values()))["restarts"] >= 1
+            and next(iter(mgr.nfs().values()))["pid"] not in (0, nf["pid"])
+        ),
+        10,
+        "the NF started again",
+    )
+    again = next(iter(mgr.nfs().values()))
+    assert _nice(again["pid"]) == 0 and again["nice_plus_20"] == 20, again
+
+    cfg["manager"]["nice"] = 3
+    _apply(mgr, cfg, tmp_path / "nice3.yaml")
+    mgr.wait_for(lambda: _nice(pid) == 3, 10, "the manager's lcore at nice 3")
+    assert _nice(again["pid"]) == 0
+    mgr.finish()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a negative nice needs root")
+def test_nfs_on_the_managers_core_share_its_nice(mgr: Manager, tmp_path: Path) -> None:
+    """NFs pinned to the manager's core run at manager.nice on top of their
+    services' nice (the manager's tasks above the host's there, among
+    themselves as configured); a new manager.nice moves them too."""
+    cfg = chain_config(
+        mgr,
+        [
+            {"name": "plain", "exec": "squall-nf-fwd"},
+            {"name": "nicer", "exec": "squall-nf-fwd", "nice": 5},
+        ],
+        nf_core=0,  # the manager's one lcore is core 0
+    )
+    mgr.start(cfg)
+    nfs = {nf["service"]: nf for nf in mgr.nfs().values()}
+    assert _nice(nfs["plain"]["pid"]) == -10 and nfs["plain"]["nice_plus_20"] == 10, nfs
+    assert _nice(nfs["nicer"]["pid"]) == -5 and nfs["nicer"]["nice_plus_20"] == 15, nfs
+
+    cfg["manager"]["nice"] = 0
+    _apply(mgr, cfg, tmp_path / "nice0.yaml")
+    mgr.wait_for(
+        lambda: (_nice(nfs["plain"]["pid"]), _nice(nfs["nicer"]["pid"])) == (0, 5),
+        10,
+        "the NFs on its core at their services' nice",
+    )
+    assert mgr.proc is not None and _nice(mgr.proc.pid) == 0
+    after = {nf["service"]: nf["nice_plus_20"] for nf in mgr.nfs().values()}
+    assert after == {"plain": 20, "nicer": 25}, after
     mgr.finish()
