@@ -543,8 +543,9 @@ apply_priority(struct mgr *mgr, struct mgr_nf *nf)
 	/* Also a nice of 0: an NF started by the manager's lcore begins with
 	 * that lcore's (manager.nice), which is not the NF's. */
 	if (setpriority(PRIO_PROCESS, (id_t)nf->pid, nice) < 0) {
-		MGR_LOG(WARNING, "%s#%u: cannot set nice %d: %s\n", cs->name, nf->instance, nice,
-			strerror(errno));
+		if (errno != ESRCH) /* (gone already: its exit is reaped and told) */
+			MGR_LOG(WARNING, "%s#%u: cannot set nice %d: %s\n", cs->name, nf->instance,
+				nice, strerror(errno));
 		return;
 	}
 	nf->nice = nice;
