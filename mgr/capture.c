@@ -62,6 +62,7 @@
 #include "capture.h"
 #include "lane.h"
 #include "mgr.h"
+#include "tel_reply.h"
 
 #define CAP_MAX                16   /* captures at once, running or done */
 #define CAP_POOL_MBUFS         8191 /* copies in flight, all captures together */

@@ -49,7 +49,9 @@
 #include "config_edit.h"
 #include "config_emit.h"
 #include "control.h"
+#include "held.h"
 #include "mgr.h"
+#include "tel_reply.h"
 
 /* How long the control path waits for the roles to take a config and to
  * finish a round after it: they take it within a round, microseconds, but a

@@ -35,6 +35,7 @@
 #include <rte_udp.h>
 
 #include "director.h"
+#include "held.h"
 #include "mgr.h"
 
 /* The idle sweep covers the whole table about twice a second: idle timeouts

@@ -316,7 +316,7 @@ hold_due(struct mgr *mgr, struct gen *g, unsigned int n, unsigned int room)
 }
 
 static unsigned int
-gen_poll_one(struct mgr *mgr, struct gen *g, unsigned int room)
+gen_poll_one(struct mgr *mgr, struct gen *g, unsigned int room, mgr_gen_sink_fn *sink)
 {
 	struct rte_mbuf *pkts[GEN_BURST];
 	unsigned int n = pkts_due(g, rte_rdtsc());
@@ -343,16 +343,16 @@ gen_poll_one(struct mgr *mgr, struct gen *g, unsigned int room)
 	}
 	g->sent_pkts += n;
 	g->sent_bytes += bytes;
-	mgr_rx_inject(mgr, g->cfg->port, pkts, (uint16_t)n);
+	sink(mgr, g->cfg->port, pkts, (uint16_t)n);
 	return n;
 }
 
 unsigned int
-mgr_gen_poll(struct mgr *mgr, const uint16_t *room)
+mgr_gen_poll(struct mgr *mgr, const uint16_t *room, mgr_gen_sink_fn *sink)
 {
 	unsigned int n = 0;
 
 	for (uint16_t i = 0; i < mgr->n_gens; i++)
-		n += gen_poll_one(mgr, &mgr->gens[i], room[mgr->gens[i].cfg->port]);
+		n += gen_poll_one(mgr, &mgr->gens[i], room[mgr->gens[i].cfg->port], sink);
 	return n;
 }

@@ -93,6 +93,13 @@ struct role_ctx {
 	uint16_t n_queues;
 	uint32_t n_pending; /* entries in all queues, stale ones included */
 	struct port_stage ports[SQ_MAX_PORTS];
+	/* What the stages' owner (steer.c, mgr_role_init) does with an NF's
+	 * held batch when the wakeup role's timer finds it due: give it to the
+	 * NF, or drop it (the NF died). Called through here so that the wakeup
+	 * role, which steer asks when to give, does not call back up into it. */
+	void (*flush_nf)(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id);
+	void (*drop_held)(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id,
+			  enum sq_drop cause);
 };
 
 #define MGR_PORT_HOPS_MAX 8
@@ -405,15 +412,19 @@ unsigned int mgr_rx_poll(struct mgr *mgr);
 /* Packets that arrived on a port (from its queue or the generator). */
 void mgr_rx_inject(struct mgr *mgr, uint16_t port_idx, struct rte_mbuf **pkts, uint16_t n);
 
-/* gen.c: the generator, polled by the rx role */
+/* gen.c: the generator, polled by the rx role, which hands it the sink its
+ * packets go to (mgr_rx_inject: as if they came from the port; passed in, so
+ * the generator does not call up into the role that polls it) */
 struct gen;
+typedef void mgr_gen_sink_fn(struct mgr *mgr, uint16_t port_idx, struct rte_mbuf **pkts,
+			     uint16_t n);
 int mgr_gen_init(struct mgr *mgr);
 void mgr_gen_free(struct mgr *mgr);
 /* One round of every generator. @p room[port]: how many packets rx takes
  * from the port this round (rx_backpressure; UINT16_MAX: no limit); the
  * generator keeps the rest of what is due, up to the port's rx_desc, as a
  * port's descriptors would, and counts what is past them as missed. */
-unsigned int mgr_gen_poll(struct mgr *mgr, const uint16_t *room);
+unsigned int mgr_gen_poll(struct mgr *mgr, const uint16_t *room, mgr_gen_sink_fn *sink);
 /* Index of the generator on port @p port (NULL or "": the first), or -ENOENT. */
 int mgr_gen_find(const struct mgr *mgr, const char *port);
 void mgr_gen_set_rate(struct mgr *mgr, int idx, uint64_t rate_pps);
@@ -429,20 +440,12 @@ unsigned int mgr_tx_poll(struct mgr *mgr);
 unsigned int mgr_tx_drain_nf(struct mgr *mgr, struct mgr_nf *nf);
 int mgr_tx_init(struct mgr *mgr);
 void mgr_tx_free(struct mgr *mgr);
-/* Put @p nf on the tx role's list (from any role, after enqueuing to it). */
-void mgr_tx_activate(struct mgr *mgr, struct mgr_nf *nf);
-/* Packets given to @p nf and not yet back. */
-uint64_t mgr_nf_outstanding(const struct mgr *mgr, const struct mgr_nf *nf);
+/* (mgr_tx_activate, mgr_nf_outstanding: held.h) */
 /* Some NF holds packets (the tx role's list, or NFs about to join it). */
 bool mgr_tx_nfs_hold_pkts(const struct mgr *mgr);
 /* ... an isolated one among them (its doorbell is in its private region,
  * where the manager's sleep cannot be rung: mgr/idle.h) */
 bool mgr_tx_isolated_hold_pkts(const struct mgr *mgr);
-
-/* telemetry.c: a command that exists but cannot do what was asked replies
- * {"error": MSG} (a negative return reads as "no such command"). @return 0. */
-struct rte_tel_data;
-int mgr_tel_error(struct rte_tel_data *d, const char *msg);
 
 /* steer.c: moving packets to NFs and ports, shared by rx and tx */
 int mgr_role_init(struct mgr *mgr, struct role_ctx *role);

@@ -30,6 +30,7 @@
 #include "config.h"
 #include "mgr.h"
 #include "msg.h"
+#include "tel_reply.h"
 
 #define LOG_MAX   256 /* messages kept for /squall/msgs */
 #define LOG_SHOWN 64  /* ... shown at once */

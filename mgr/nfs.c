@@ -22,6 +22,7 @@
 
 #include "cgroup.h"
 #include "guard.h"
+#include "held.h"
 #include "isolate.h"
 #include "lane.h"
 #include "mgr.h"

@@ -231,7 +231,7 @@ mgr_rx_poll(struct mgr *mgr)
 	for (uint16_t p = 0; p < mgr->n_ports; p++)
 		room[p] = port_room(mgr, p);
 	if (mgr->n_gens > 0)
-		moved += mgr_gen_poll(mgr, room);
+		moved += mgr_gen_poll(mgr, room, mgr_rx_inject);
 	for (uint16_t p = 0; p < mgr->n_ports; p++)
 		if (room[p] > 0)
 			moved += rx_port(mgr, p, room[p]);

@@ -42,6 +42,7 @@
 #include "mgr.h"
 #include "msg.h"
 #include "scaler.h"
+#include "tel_reply.h"
 
 #define EVENTS_MAX      256 /* decisions kept for /squall/scale_events */
 #define EVENTS_SHOWN    64  /* ... shown at once */

@@ -22,6 +22,7 @@
 
 #include "attach.h"
 #include "cgroup.h"
+#include "held.h"
 #include "idle.h"
 #include "isolate.h"
 #include "mgr.h"

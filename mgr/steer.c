@@ -12,6 +12,7 @@
 
 #include "capture.h"
 #include "guard.h"
+#include "held.h"
 #include "isolate.h"
 #include "nfring.h"
 #include "mgr.h"
@@ -30,6 +31,8 @@ mgr_role_init(struct mgr *mgr, struct role_ctx *role)
 	/* every NF slot and service a running config may come to use */
 	size_t n = mgr->region->max_nfs ? mgr->region->max_nfs : 1;
 
+	role->flush_nf = mgr_steer_flush_nf;
+	role->drop_held = mgr_steer_drop_held;
 	role->stages = calloc(n, sizeof(*role->stages));
 	role->touched = calloc(n, sizeof(*role->touched));
 	role->n_queues = SQ_MAX_SERVICES;

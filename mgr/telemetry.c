@@ -31,6 +31,7 @@
 #include "msg.h"
 #include "scaler.h"
 #include "stats.h"
+#include "tel_reply.h"
 #include "telemetry_args.h"
 
 /* Telemetry replies are capped at 16 KB, and DPDK drops the entries past
@@ -108,17 +109,6 @@ tel_sink_init(struct tel_sink *t, struct rte_tel_data *d)
 		.top = d,
 	};
 	rte_tel_data_start_dict(d);
-}
-
-/* A command that exists but cannot do what was asked replies {"error": MSG}:
- * a negative return would reach the client as null, which reads as "no such
- * command". */
-int
-mgr_tel_error(struct rte_tel_data *d, const char *msg)
-{
-	rte_tel_data_start_dict(d);
-	rte_tel_data_add_dict_string(d, "error", msg);
-	return 0;
 }
 
 /* The generator on PORT (NULL or "": the first). @return its index, or -1

@@ -14,6 +14,7 @@
 
 #include "capture.h"
 #include "guard.h"
+#include "held.h"
 #include "isolate.h"
 #include "lane.h"
 #include "nfring.h"
@@ -164,16 +165,6 @@ mgr_tx_free(struct mgr *mgr)
 	mgr->activations = NULL;
 }
 
-uint64_t
-mgr_nf_outstanding(const struct mgr *mgr, const struct mgr_nf *nf)
-{
-	uint64_t enq =
-		atomic_load_explicit(&mgr->rx.stages[nf->id].enq_pkts, memory_order_acquire) +
-		atomic_load_explicit(&mgr->tx.stages[nf->id].enq_pkts, memory_order_acquire);
-
-	return enq - nf->deq_pkts;
-}
-
 bool
 mgr_tx_nfs_hold_pkts(const struct mgr *mgr)
 {
@@ -193,17 +184,6 @@ mgr_tx_isolated_hold_pkts(const struct mgr *mgr)
 			return true;
 	}
 	return false;
-}
-
-void
-mgr_tx_activate(struct mgr *mgr, struct mgr_nf *nf)
-{
-	bool expected = false;
-
-	if (atomic_load_explicit(&nf->active, memory_order_relaxed))
-		return;
-	if (atomic_compare_exchange_strong(&nf->active, &expected, true))
-		rte_ring_enqueue(mgr->activations, (void *)(uintptr_t)nf->id);
 }
 
 /* An NF with nothing outstanding leaves the list. Clear the flag first, then

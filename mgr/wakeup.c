@@ -317,10 +317,10 @@ expire(struct mgr *mgr, struct role_ctx *role, const struct pending_entry *e)
 	stage->pending = false;
 	if (stage->n > 0) {
 		if (!atomic_load_explicit(&nf->live, memory_order_relaxed)) {
-			mgr_steer_drop_held(mgr, role, e->nf_id, SQ_DROP_NF_DIED);
+			role->drop_held(mgr, role, e->nf_id, SQ_DROP_NF_DIED);
 			return false;
 		}
-		mgr_steer_flush_nf(mgr, role, e->nf_id);
+		role->flush_nf(mgr, role, e->nf_id);
 		atomic_thread_fence(memory_order_seq_cst); /* as in mgr_wakeup_check */
 	}
 	if (!is_asleep(nf) || rte_ring_count(nf->rx) == 0)
@@ -393,7 +393,7 @@ void
 mgr_wakeup_drop_all_held(struct mgr *mgr, struct role_ctx *role, enum sq_drop cause)
 {
 	for (uint32_t id = 0; role->stages != NULL && id < mgr->n_nfs; id++)
-		mgr_steer_drop_held(mgr, role, id, cause);
+		role->drop_held(mgr, role, id, cause);
 }
 
 /* One group: a new floor shows in the wake rate only a floor's time later,
