@@ -157,9 +157,17 @@ def core_split(ctx: Context, sname: str, fwd: str, seconds: float) -> dict[str, 
         raise done["error"]
     ctx.command(cmd, what="perf", system=sname)
     split = prof.split(fwd)
-    ctx.sample("profile", system=sname, cpu=PROFILE_CPU, gbps=done["iperf3"]["gbps"], **split)
-    ctx.log(f"{sname} core {PROFILE_CPU}: " + ", ".join(f"{k} {v}%" for k, v in split.items()))
-    return {f"core0_{k}_pct": v for k, v in split.items()}
+    counts = {"switches_per_s": prof.switches_per_s, "wakeups_per_s": prof.wakeups_per_s}
+    ctx.sample("profile", system=sname, cpu=PROFILE_CPU, gbps=done["iperf3"]["gbps"], **split,
+               **counts)  # fmt: skip
+    ctx.log(
+        f"{sname} core {PROFILE_CPU}: "
+        + ", ".join(f"{k} {v}%" for k, v in split.items())
+        + f", {prof.switches_per_s} switches/s, {prof.wakeups_per_s} wakeups/s"
+    )
+    r: dict[str, float] = {f"core0_{k}_pct": v for k, v in split.items()}
+    r.update({f"core0_{k}": v for k, v in counts.items() if v is not None})
+    return r
 
 
 def measure_twice(
@@ -256,6 +264,9 @@ def run(ctx: Context) -> None:
         for share in profile.SHARES:
             if (v := r.get(f"core0_{share}_pct")) is not None:
                 ctx.summary[f"core0_{share}_pct_{s}"] = v[0]
+        for count in ("switches_per_s", "wakeups_per_s"):
+            if (v := r.get(f"core0_{count}")) is not None:
+                ctx.summary[f"core0_{count}_{s}"] = v[0]
         if sname != "squall":
             ctx.summary[f"ratio_iperf3_{s}_vs_squall"] = rounded(g / sq_gbps) if sq_gbps else None
             ctx.summary[f"ratio_wrk_{s}_vs_squall"] = rounded(q / sq_rps) if sq_rps else None
@@ -315,7 +326,8 @@ def run(ctx: Context) -> None:
         "the manager's busy poll (idle_sleep_max_us 0: Squall before issue 17); "
         "squall-busypoll: af_xdp's default preferred busy polling (busy_budget 64); "
         "squall-af_packet: af_packet ports; squall-chain3: firewall, L3 forwarder (routes by "
-        "the two hosts' addresses), L2 forwarder as a direct chain (NF to NF); "
+        "the two hosts' addresses, so it sends IPv4 out itself: the L2 forwarder gets only "
+        "what it does not route, ARP), L2 forwarder as a direct chain (NF to NF); "
         "squall-chain3-mgr: the same chain through the manager at every hop; squall-nf-core1: "
         "the NF on core 1; squall-nice0, squall-chain3-nice0: the manager at nice 0 (before "
         "manager.nice, -10 by default). The manager and the NFs run on core 0 (the NFs get "
@@ -326,7 +338,8 @@ def run(ctx: Context) -> None:
         "the least a DPDK forwarder does. core0_*_pct: a 3 s iperf3 in each DPDK system's "
         "first repetition with core 0 sampled by perf for 2 s: its share in the ports' "
         "transmit calls (the kernel delivering into the hosts: their TCP), the forwarder's "
-        "own, idle, other."
+        "own, idle, other; core0_switches_per_s, core0_wakeups_per_s: the core's context "
+        "switches and the tasks woken onto it over the same 2 s (perf stat)."
     )
 
 

@@ -210,3 +210,17 @@ def test_core_profile_splits_perf_samples() -> None:
     # af_packet's transmit counts the same; with neither, there is none.
     assert profile.shares(comms, {"packet_sendmsg": 80.0}, r"^squall-")["kernel_tx"] == 80
     assert profile.shares(comms, {}, r"^squall-")["kernel_tx"] == 0
+
+
+# perf stat -x, as perf 6.x prints it on stderr: value,unit,event,time,%,...
+PERF_STAT = """83326,,context-switches,2002070422,100.00,,
+16263,,sched:sched_wakeup,2002070142,100.00,,
+<not counted>,,cycles,0,0.00,,
+"""
+
+
+def test_core_profile_reads_perf_stat_counts() -> None:
+    got = profile.parse_stat(PERF_STAT)
+    assert got == {"context-switches": 83326, "sched:sched_wakeup": 16263}
+    assert set(profile.STAT_EVENTS) <= set(got)
+    assert profile.parse_stat("event syntax error: 'x'\n") == {}

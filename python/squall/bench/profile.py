@@ -11,9 +11,15 @@ same per packet for every forwarder) and the forwarder's own (its polling,
 lookups, NF hops; for a busy poller also its empty polls, which take what
 the rest leaves). This module measures those shares.
 
+A forwarder of several processes (Squall's NFs on the manager's core) also
+pays a context switch at each hop of a batch: record() counts the core's
+switches beside the samples (`perf stat`), so its own share can be read
+against them.
+
     prof = CoreProfile(cpu=0, workdir=path)
     prof.record(seconds)                 # while traffic runs
     split = prof.split(r"^squall-")      # comms of the forwarder
+    prof.switches_per_s                  # the core's context switches
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ KERNEL_TX_SYMBOLS = ("xsk_sendmsg", "packet_sendmsg")
 REPORT_TIMEOUT_S = 60.0
 SHARES = ("kernel_tx", "fwd_own", "idle", "other")  # what shares() returns
 
+# `perf stat -x,` rows: value,unit,event,...
+STAT_EVENTS = ("context-switches", "sched:sched_wakeup")
 _COMM_LINE = re.compile(r"^\s*([0-9.]+)%\s+(\S.*?)\s*$")
 _SYM_LINE = re.compile(r"^\s*([0-9.]+)%\s+([0-9.]+)%\s+\[[k.]\]\s+(\S+)\s*$")
 
@@ -75,6 +83,21 @@ def parse_children(text: str) -> dict[str, float]:
     return out
 
 
+def parse_stat(text: str) -> dict[str, float]:
+    """`perf stat -x,` output (its stderr): event -> count; an event perf
+    could not count (`<not counted>`, `<not supported>`) is left out."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        f = line.split(",")
+        if len(f) < 3 or line.startswith("#"):
+            continue
+        try:
+            out[f[2]] = float(f[0])
+        except ValueError:
+            continue
+    return out
+
+
 def shares(comms: dict[str, float], children: dict[str, float], fwd: str) -> dict[str, float]:
     """The core's samples split four ways, in % (they add up to ~100):
     kernel_tx (inside the ports' transmit calls, xsk_sendmsg or
@@ -99,14 +122,31 @@ class CoreProfile:
     def __init__(self, cpu: int, workdir: Path, name: str = "profile"):
         self.cpu = cpu
         self.data = Path(workdir) / f"{name}.perf.data"
+        self.switches_per_s: float | None = None  # record()'s count; None: not counted
+        self.wakeups_per_s: float | None = None  # tasks woken onto the core
 
     def record(self, seconds: float) -> list[str]:
-        """Sample the CPU (with call stacks) for seconds; returns the command."""
+        """Sample the CPU (with call stacks) for seconds, and count its
+        context switches and wakeups over the same time; returns the
+        record command."""
         cmd = [PERF, "record", "-q", "-g", "-C", str(self.cpu), "-o", str(self.data), "--",
                "sleep", f"{seconds:g}"]  # fmt: skip
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 30, check=False)
+        stat_cmd = [PERF, "stat", "-x,", "-C", str(self.cpu), "-e", ",".join(STAT_EVENTS), "--",
+                    "sleep", f"{seconds:g}"]  # fmt: skip
+        stat = subprocess.Popen(stat_cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                text=True)  # fmt: skip
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 30,
+                               check=False)  # fmt: skip
+        finally:
+            _, err = stat.communicate(timeout=seconds + 30)
         if r.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} exited {r.returncode}: {r.stderr.strip()[-300:]}")
+        counts = parse_stat(err) if stat.returncode == 0 else {}
+        if "context-switches" in counts:
+            self.switches_per_s = round(counts["context-switches"] / seconds)
+        if "sched:sched_wakeup" in counts:
+            self.wakeups_per_s = round(counts["sched:sched_wakeup"] / seconds)
         return cmd
 
     def _report(self, *args: str) -> str:
