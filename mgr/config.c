@@ -1733,7 +1733,7 @@ set_defaults(struct sq_config *cfg)
 	cfg->core_wakes_per_s = 50000;
 	cfg->idle_sleep_max_us = 1000;
 	cfg->idle_after_us = 100;
-	cfg->mgr_nice = -10;
+	cfg->mgr_nice = 0;
 	strcpy(cfg->nf_user, "squall-nf");
 }
 

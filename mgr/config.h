@@ -247,8 +247,9 @@ struct sq_config {
 	 * for a burst: the port's descriptors hold them (rx.c); default off */
 	bool rx_backpressure;
 	/* the nice of the manager's lcores (main.c), added to that of the NFs
-	 * on its core (nfs.c): above the other programs of its core, whose
-	 * kernel work (the ports' transmits) it carries; default -10 */
+	 * on its core (nfs.c): negative, above the other tasks of its
+	 * scheduling group there, whose kernel work (the ports' transmits) it
+	 * carries; default 0 (docs/config.md: what measured it) */
 	int32_t mgr_nice;
 	/* NF slots in the region; 0: the services' max_instances + SQ_SPARE_NF_SLOTS */
 	uint32_t max_nfs;

@@ -44,14 +44,14 @@ def _variant(kinds: list[str], **change: Any) -> dict[str, Any]:
 SQUALL_SYSTEMS: dict[str, dict[str, Any]] = {
     "squall": _variant(["fwd"]),
     "squall-nf-core1": _variant(["fwd"], manager={"nf_core": 1}),
-    "squall-nice0": _variant(["fwd"], manager={"nice": 0}),
+    "squall-nice-10": _variant(["fwd"], manager={"nice": -10}),
     "squall-rx1024": _variant(["fwd"], rx_desc=1024),
     "squall-poll": _variant(["fwd"], manager={"idle_sleep_max_us": 0}),
     "squall-busypoll": _variant(["fwd"], xdp_args=""),
     "squall-af_packet": _variant(["fwd"], port_kind="af_packet"),
     "squall-chain3": _variant(CHAIN3, direct=True),
     "squall-chain3-mgr": _variant(CHAIN3),
-    "squall-chain3-nice0": _variant(CHAIN3, direct=True, manager={"nice": 0}),
+    "squall-chain3-nice-10": _variant(CHAIN3, direct=True, manager={"nice": -10}),
     "squall-chain3-nf-core1": _variant(CHAIN3, direct=True, manager={"nf_core": 1}),
 }
 TOOLS = ["iperf3", "wrk", "ping", "ss"]
@@ -329,8 +329,9 @@ def run(ctx: Context) -> None:
         "the two hosts' addresses, so it sends IPv4 out itself: the L2 forwarder gets only "
         "what it does not route, ARP), L2 forwarder as a direct chain (NF to NF); "
         "squall-chain3-mgr: the same chain through the manager at every hop; squall-nf-core1: "
-        "the NF on core 1; squall-nice0, squall-chain3-nice0: the manager at nice 0 (before "
-        "manager.nice, -10 by default). The manager and the NFs run on core 0 (the NFs get "
+        "the NF on core 1; squall-nice-10, squall-chain3-nice-10: manager.nice -10 (the "
+        "manager's lcore and the NFs on its core above the other tasks of its scheduling "
+        "group; the default is 0). The manager and the NFs run on core 0 (the NFs get "
         "the core when the manager yields it), as OVS-DPDK's PMD and testpmd's forwarding "
         "lcore do; iperf3, "
         "wrk and the servers share both cores with them. testpmd-io: DPDK's testpmd in io mode "

@@ -191,10 +191,12 @@ def _nice(tid: int) -> int:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a negative nice needs root")
 def test_manager_runs_above_its_nfs(mgr: Manager, tmp_path: Path) -> None:
-    """manager.nice (default -10) on the manager's lcore alone: its NFs keep
-    their own, also one the manager starts again from that lcore after a
-    crash (it would inherit the lcore's -10); a new config changes it live."""
+    """manager.nice (-10 here; 0 by default) on the manager's lcore alone:
+    its NFs keep their own, also one the manager starts again from that
+    lcore after a crash (it would inherit the lcore's -10); a new config
+    changes it live."""
     cfg = chain_config(mgr, [{"name": "plain", "exec": "squall-nf-fwd"}])
+    cfg["manager"]["nice"] = -10
     mgr.start(cfg)
     assert mgr.proc is not None
     pid = mgr.proc.pid  # the main lcore is the process's first thread
@@ -236,6 +238,7 @@ def test_nfs_on_the_managers_core_share_its_nice(mgr: Manager, tmp_path: Path) -
         ],
         nf_core=0,  # the manager's one lcore is core 0
     )
+    cfg["manager"]["nice"] = -10
     mgr.start(cfg)
     nfs = {nf["service"]: nf for nf in mgr.nfs().values()}
     assert _nice(nfs["plain"]["pid"]) == -10 and nfs["plain"]["nice_plus_20"] == 10, nfs

@@ -155,7 +155,7 @@ test_defaults(void)
 	CHECK(cfg.n_gens == 0 && cfg.chain_priority == 0);
 	CHECK(cfg.core_wakes_per_s == 50000);
 	CHECK(!cfg.rx_backpressure);
-	CHECK(cfg.mgr_nice == -10);
+	CHECK(cfg.mgr_nice == 0);
 
 	CHECK(cfg.n_chains == 1);
 	CHECK(cfg.chains[0].n_hops == 1);
