@@ -458,9 +458,7 @@ struct mgr_nf *mgr_steer_to_nf(struct mgr *mgr, struct role_ctx *role, struct mg
 			       struct rte_mbuf *pkt);
 void mgr_steer_to_port(struct mgr *mgr, struct role_ctx *role, uint16_t port, struct rte_mbuf *pkt);
 void mgr_steer_flush(struct mgr *mgr, struct role_ctx *role);
-void mgr_steer_flush_nf(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id);
-void mgr_steer_drop_held(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id,
-			 enum sq_drop cause);
+/* (giving or dropping one NF's held batch: the role's flush_nf, drop_held) */
 uint32_t mgr_steer_held(const struct mgr *mgr, const struct mgr_nf *nf);
 void mgr_drop(struct role_stats *st, enum sq_drop cause, struct rte_mbuf *pkt);
 void mgr_drop_bulk(struct role_stats *st, enum sq_drop cause, struct rte_mbuf **pkts,

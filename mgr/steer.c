@@ -25,14 +25,20 @@ const char *const sq_drop_names[SQ_DROP_MAX] = {SQ_FOREACH_DROP(SQ_DROP_STR)};
 /* A port that cannot take a burst now: retry this many times, then drop. */
 #define PORT_TX_RETRIES 8
 
+/* The role's flush_nf and drop_held (mgr.h, struct role_ctx): reached from
+ * outside this file only through it. */
+static void steer_flush_nf(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id);
+static void steer_drop_held(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id,
+			    enum sq_drop cause);
+
 int
 mgr_role_init(struct mgr *mgr, struct role_ctx *role)
 {
 	/* every NF slot and service a running config may come to use */
 	size_t n = mgr->region->max_nfs ? mgr->region->max_nfs : 1;
 
-	role->flush_nf = mgr_steer_flush_nf;
-	role->drop_held = mgr_steer_drop_held;
+	role->flush_nf = steer_flush_nf;
+	role->drop_held = steer_drop_held;
 	role->stages = calloc(n, sizeof(*role->stages));
 	role->touched = calloc(n, sizeof(*role->touched));
 	role->n_queues = SQ_MAX_SERVICES;
@@ -130,8 +136,8 @@ nf_enqueue(struct mgr_nf *nf, struct rte_mbuf **pkts, unsigned int n, bool *move
 	return mgr_nfring_enqueue(nf->rx, nf->rx_mask, &nf->rx_prod, (void **)pkts, n, moved);
 }
 
-void
-mgr_steer_flush_nf(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id)
+static void
+steer_flush_nf(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id)
 {
 	struct nf_stage *stage = &role->stages[nf_id];
 	struct mgr_nf *nf = &mgr->nfs[nf_id];
@@ -191,8 +197,8 @@ mgr_steer_flush_nf(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id)
 	mgr_tx_activate(mgr, nf);
 }
 
-void
-mgr_steer_drop_held(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id, enum sq_drop cause)
+static void
+steer_drop_held(struct mgr *mgr, struct role_ctx *role, uint32_t nf_id, enum sq_drop cause)
 {
 	struct nf_stage *stage = &role->stages[nf_id];
 
@@ -219,7 +225,7 @@ mgr_steer_to_nf(struct mgr *mgr, struct role_ctx *role, struct mgr_nf *nf, struc
 		stage->listed = true;
 	}
 	if (unlikely(stage->n == SQ_STAGE_MAX))
-		mgr_steer_flush_nf(mgr, role, nf->id); /* stays on the touched list */
+		steer_flush_nf(mgr, role, nf->id); /* stays on the touched list */
 	stage->pkts[stage->n++] = pkt;
 	return nf;
 }
@@ -283,7 +289,7 @@ mgr_steer_flush(struct mgr *mgr, struct role_ctx *role)
 		role->stages[id].listed = false;
 		if (mgr_wakeup_hold(mgr, role, id))
 			continue;
-		mgr_steer_flush_nf(mgr, role, id);
+		steer_flush_nf(mgr, role, id);
 		role->touched[sent++] = id;
 	}
 	role->n_touched = sent;
