@@ -53,6 +53,10 @@ SQUALL_SYSTEMS: dict[str, dict[str, Any]] = {
     "squall-chain3-mgr": _variant(CHAIN3),
     "squall-chain3-nice-10": _variant(CHAIN3, direct=True, manager={"nice": -10}),
     "squall-chain3-nf-core1": _variant(CHAIN3, direct=True, manager={"nf_core": 1}),
+    # The hops' nice before 2026-11-27, counted forward from the first hop
+    # (0, -2, -4: the later hops above the manager), for the chain's order now
+    # (4, 2, 0: none above the manager, its transmit the chain's last stage).
+    "squall-chain3-hops-above": _variant(CHAIN3, direct=True, service_nice=-4),
 }
 TOOLS = ["iperf3", "wrk", "ping", "ss"]
 # The systems that forward with DPDK on core 0 (profiled: see profile.py),
@@ -278,6 +282,7 @@ def run(ctx: Context) -> None:
         ("squall", "ovs-dpdk"),
         ("squall-chain3", "ovs-dpdk"),
         ("squall-chain3", "kernel-nft-chain"),
+        ("squall-chain3", "squall-chain3-hops-above"),
         ("squall", "kernel-bridge"),
         ("squall", "testpmd-io"),
         ("squall-chain3", "testpmd-io"),
@@ -331,7 +336,11 @@ def run(ctx: Context) -> None:
         "squall-chain3-mgr: the same chain through the manager at every hop; squall-nf-core1: "
         "the NF on core 1; squall-nice-10, squall-chain3-nice-10: manager.nice -10 (the "
         "manager's lcore and the NFs on its core above the other tasks of its scheduling "
-        "group; the default is 0). The manager and the NFs run on core 0 (the NFs get "
+        "group; the default is 0); squall-chain3-hops-above: the chain's hops at nice 0, -2, "
+        "-4 (hop_nice_step counted forward from the first hop, as before 2026-11-27: the "
+        "later hops above the manager on its core) where squall-chain3 has 4, 2, 0 (none "
+        "above the manager, whose transmit is the chain's last stage). "
+        "The manager and the NFs run on core 0 (the NFs get "
         "the core when the manager yields it), as OVS-DPDK's PMD and testpmd's forwarding "
         "lcore do; iperf3, "
         "wrk and the servers share both cores with them. testpmd-io: DPDK's testpmd in io mode "

@@ -255,3 +255,33 @@ def test_nfs_on_the_managers_core_share_its_nice(mgr: Manager, tmp_path: Path) -
     after = {nf["service"]: nf["nice_plus_20"] for nf in mgr.nfs().values()}
     assert after == {"plain": 20, "nicer": 25}, after
     mgr.finish()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a negative nice needs root")
+@pytest.mark.parametrize(
+    ("nf_core", "want"),
+    [
+        # Elsewhere: hop i at its service's nice - 2i (a later hop first).
+        (None, {"a": 1, "b": -2, "c": -4}),
+        # On the manager's core the manager transmits after the last hop:
+        # the steps count back from it, the last hop level with it.
+        (0, {"a": 5, "b": 2, "c": 0}),
+    ],
+)
+def test_direct_chain_hops_rank_downstream_first(
+    mgr: Manager, nf_core: int | None, want: dict[str, int]
+) -> None:
+    """A direct chain's hop_nice_step (2 by default): each hop a step above
+    the one before it, and on the manager's core none above the manager."""
+    services = [
+        {"name": "a", "exec": "squall-nf-fwd", "nice": 1},
+        {"name": "b", "exec": "squall-nf-fwd"},
+        {"name": "c", "exec": "squall-nf-fwd"},
+    ]
+    cfg = chain_config(mgr, services, **({} if nf_core is None else {"nf_core": nf_core}))
+    cfg["chains"][0]["direct"] = True
+    mgr.start(cfg)
+    nfs = {nf["service"]: nf for nf in mgr.nfs().values()}
+    assert {s: _nice(nf["pid"]) for s, nf in nfs.items()} == want, nfs
+    assert {s: nf["nice_plus_20"] - 20 for s, nf in nfs.items()} == want, nfs
+    mgr.finish()

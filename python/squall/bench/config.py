@@ -69,6 +69,7 @@ class Service:
     pool_idle: int | None = None  # per-flow services (docs/config.md)
     pool_fallback: str | None = None
     pool_queue_pkts: int | None = None
+    nice: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"name": self.name, "exec": self.exec, "mode": self.mode}
@@ -84,6 +85,7 @@ class Service:
             "pool_idle",
             "pool_fallback",
             "pool_queue_pkts",
+            "nice",
         ):
             v = getattr(self, k)
             if v is not None:
