@@ -305,6 +305,8 @@ pool_free(struct pool *p)
 	memset(p, 0, sizeof(*p));
 }
 
+static void publish_pooled(struct mgr *mgr, uint16_t service);
+
 static int
 pools_init(struct mgr *mgr, struct director *d)
 {
@@ -317,6 +319,7 @@ pools_init(struct mgr *mgr, struct director *d)
 
 		if (ret < 0)
 			return ret;
+		publish_pooled(mgr, s);
 		/* Per-flow NFs clean up at their flow's close by themselves. */
 		for (uint32_t i = 0; i < svc->cap_nfs; i++)
 			mgr->nfs[svc->first_nf + i].ctl->flow_track = pooled;
@@ -328,6 +331,15 @@ bool
 mgr_director_is_pooled(const struct mgr *mgr, uint16_t service)
 {
 	return mgr->dir != NULL && mgr->dir->pools[service].pooled;
+}
+
+/* The pool of @p service changed: say in its mgr_service whether it is one,
+ * for the roles below that must not call up into this one (nfs.c, which
+ * leaves a dead pooled NF to us). */
+static void
+publish_pooled(struct mgr *mgr, uint16_t service)
+{
+	mgr->services[service].pooled = mgr_director_is_pooled(mgr, service);
 }
 
 uint32_t
@@ -373,6 +385,9 @@ aliases_create(uint32_t max_flows)
 	return rte_hash_create(&hp);
 }
 
+static struct mgr_nf *tx_flow_nf(struct mgr *mgr, uint32_t flow_id, uint16_t hop);
+static void tx_flow_rekey(struct mgr *mgr, struct rte_mbuf *pkt);
+
 int
 mgr_director_init(struct mgr *mgr)
 {
@@ -393,6 +408,8 @@ mgr_director_init(struct mgr *mgr)
 	if (d == NULL)
 		return -ENOMEM;
 	mgr->dir = d;
+	mgr->flow_nf = tx_flow_nf;
+	mgr->flow_rekey = tx_flow_rekey;
 	d->table = rte_hash_create(&hp);
 	d->aliases = aliases_create(mgr->cfg->max_flows);
 	d->alias_flow = calloc(mgr->cfg->max_flows, sizeof(*d->alias_flow));
@@ -438,6 +455,7 @@ mgr_director_free(struct mgr *mgr)
 		return;
 	for (uint16_t s = 0; s < SQ_MAX_SERVICES; s++) {
 		pool_free(&d->pools[s]);
+		mgr->services[s].pooled = false;
 		if (d->staged[s] != NULL)
 			pool_free(d->staged[s]);
 		free(d->staged[s]);
@@ -650,8 +668,10 @@ lookup_flow(struct director *d, const struct flow_key *k, uint32_t hash, bool *f
 	return pos;
 }
 
-void
-mgr_director_rekey(struct mgr *mgr, struct rte_mbuf *pkt)
+/* tx (mgr->flow_rekey): a per-flow packet left its NF rekeyed (sq_rekeyed):
+ * its flow is to be known by the tuple it carries now too. */
+static void
+tx_flow_rekey(struct mgr *mgr, struct rte_mbuf *pkt)
 {
 	struct director *d = mgr->dir;
 	const struct sq_pkt_meta *meta = sq_pkt_meta(pkt);
@@ -659,7 +679,7 @@ mgr_director_rekey(struct mgr *mgr, struct rte_mbuf *pkt)
 	struct rekey r;
 	uint8_t flags;
 
-	/* (read on the tx lcore as mgr_director_flow_nf does: the director
+	/* (read on the tx lcore as tx_flow_nf does: the director
 	 * checks again that it is the same flow, still open) */
 	if (f->state == FLOW_FREE || f->assign != SQ_ASSIGN_PER_FLOW ||
 	    !flow_key_of(pkt, meta->chain, &r.key, &flags, &r.from_lo))
@@ -1351,8 +1371,10 @@ mgr_director_steer(struct mgr *mgr, struct role_ctx *role, const struct sq_cfg_r
 	return mgr_steer_to_nf(mgr, role, &mgr->nfs[nf_of(f, 0)], pkt);
 }
 
-struct mgr_nf *
-mgr_director_flow_nf(struct mgr *mgr, uint32_t flow_id, uint16_t hop)
+/* tx (mgr->flow_nf): the NF of a packet's flow at @p hop, or NULL if the
+ * flow has none. */
+static struct mgr_nf *
+tx_flow_nf(struct mgr *mgr, uint32_t flow_id, uint16_t hop)
 {
 	const struct flow *f = &mgr->dir->flows[flow_id - 1];
 
@@ -1885,6 +1907,7 @@ install_staged(struct mgr *mgr, struct director *d)
 		*p = *d->staged[s];
 		free(d->staged[s]);
 		d->staged[s] = NULL;
+		publish_pooled(mgr, s);
 		for (uint32_t i = 0; i < svc->n_nfs && i < p->cap; i++) {
 			struct mgr_nf *nf = &mgr->nfs[svc->first_nf + i];
 
@@ -2008,5 +2031,7 @@ mgr_director_rules_changed(struct mgr *mgr, const struct sq_config *old,
 	for (uint16_t s = 0; s < old->n_services; s++)
 		if (s >= next->n_services || next->services[s].name[0] == '\0')
 			d->pools[s].pooled = false;
+	for (uint16_t s = 0; s < SQ_MAX_SERVICES; s++)
+		publish_pooled(mgr, s);
 	install_staged(mgr, d);
 }

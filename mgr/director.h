@@ -51,11 +51,6 @@ void mgr_director_nf_ready(struct mgr *mgr, struct mgr_nf *nf);
 /* rx: steer a packet of a per-flow or round-robin rule. @return its NF or NULL (dropped). */
 struct mgr_nf *mgr_director_steer(struct mgr *mgr, struct role_ctx *role,
 				  const struct sq_cfg_rule *rule, struct rte_mbuf *pkt);
-/* tx: a per-flow packet left its NF rekeyed (sq_rekeyed): its flow is to
- * be known by the tuple it carries now too. */
-void mgr_director_rekey(struct mgr *mgr, struct rte_mbuf *pkt);
-/* tx: the NF of a packet's flow at @p hop, or NULL if the flow has none. */
-struct mgr_nf *mgr_director_flow_nf(struct mgr *mgr, uint32_t flow_id, uint16_t hop);
 /* rx lcore, every round: ends, releases, refills (rate-limited inside). */
 unsigned int mgr_director_poll(struct mgr *mgr);
 void mgr_director_stats(const struct mgr *mgr, struct director_stats *st);

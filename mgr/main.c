@@ -398,6 +398,37 @@ start_idle(struct mgr *mgr, struct mgr_idle *idle)
 	share_core(mgr, idle);
 }
 
+/* Every NF of the config, one after another, each ready before the next; a
+ * per-flow service only its pool's idle target (the director starts the rest
+ * as flows come, and takes each one it is told is ready into its pool). */
+static int
+spawn_all(struct mgr *mgr)
+{
+	uint32_t started = 0;
+	int ret;
+
+	mgr_nfs_announce(mgr);
+	for (uint16_t s = 0; s < mgr->cfg->n_services; s++) {
+		const struct mgr_service *svc = &mgr->services[s];
+		uint32_t n = RTE_MIN(mgr_director_initial_nfs(mgr, s), svc->n_nfs);
+
+		for (uint32_t i = 0; i < n; i++) {
+			struct mgr_nf *nf = &mgr->nfs[svc->first_nf + i];
+
+			ret = mgr_nfs_spawn(mgr, nf);
+			if (ret < 0)
+				return ret;
+			ret = mgr_nfs_wait_ready(mgr, nf);
+			if (ret < 0)
+				return ret;
+			mgr_director_nf_ready(mgr, nf);
+		}
+		started += n;
+	}
+	MGR_LOG(NOTICE, "%u NFs running\n", started);
+	return 0;
+}
+
 static int
 start(struct mgr *mgr, const struct options *o, char *err, size_t err_len)
 {
@@ -431,7 +462,7 @@ start(struct mgr *mgr, const struct options *o, char *err, size_t err_len)
 	}
 	if (mgr_msg_init(mgr) < 0)
 		return -ENOMEM;
-	ret = mgr_nfs_spawn_all(mgr);
+	ret = spawn_all(mgr);
 	if (ret < 0)
 		return ret;
 	if (mgr_scaler_init(mgr) < 0)

@@ -237,6 +237,10 @@ struct mgr_service {
 	/* scaler: moves when an instance is blocked or unblocked, so the
 	 * director rebuilds the set new flows are spread over */
 	_Atomic uint32_t scale_gen;
+	/* Its instances are a per-flow pool (the director's, which sets this
+	 * with the pool): the director starts and retires them, and one that
+	 * dies is not restarted. */
+	bool pooled;
 	/* its NFs' cgroup when it has limits (nfs.c): made and changed under
 	 * the control lock, read by the NFs' starts */
 	struct mgr_cgroup *_Atomic cgroup;
@@ -338,6 +342,12 @@ struct mgr {
 	 * region, cannot raise: director.c backlog_full) */
 	struct rte_ring *woken_q;
 	struct director *dir; /* flow table and idle pools */
+	/* The director's answers to the tx role about a packet's flow (its
+	 * tx_flow_nf and tx_flow_rekey), set by mgr_director_init:
+	 * asked through here because the director stands above tx, starting
+	 * and retiring NFs that drain through it. */
+	struct mgr_nf *(*flow_nf)(struct mgr *mgr, uint32_t flow_id, uint16_t hop);
+	void (*flow_rekey)(struct mgr *mgr, struct rte_mbuf *pkt);
 	_Atomic uint64_t tx_rounds;
 	struct gen *gens; /* the generators of the config, if any */
 	uint16_t n_gens;
@@ -488,7 +498,11 @@ int mgr_nfs_init(struct mgr *mgr);
 int mgr_nfs_cgroups_sync(struct mgr *mgr);
 /* After the last NF has gone: every cgroup closed and removed. */
 void mgr_nfs_cgroups_free(struct mgr *mgr);
-int mgr_nfs_spawn_all(struct mgr *mgr);
+/* At start, before the first NF: warnings and notes on the config's NFs. */
+void mgr_nfs_announce(const struct mgr *mgr);
+/* Until @p nf (just spawned) runs its loop, it exits, or a timeout passes:
+ * 0, and it is live; -ECHILD or -ETIMEDOUT (logged). */
+int mgr_nfs_wait_ready(struct mgr *mgr, struct mgr_nf *nf);
 unsigned int mgr_nfs_poll(struct mgr *mgr);
 void mgr_nfs_stop_all(struct mgr *mgr);
 void mgr_nfs_free(struct mgr *mgr);

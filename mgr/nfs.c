@@ -402,16 +402,25 @@ mgr_nf_own_priority(const struct mgr *mgr, const struct mgr_nf *nf)
 	return mgr->cfg->services[nf->service].priority;
 }
 
+/* On the manager's core, the most a chain's first hops rank below the
+ * manager (nice steps). The manager yields the core to its NFs only while
+ * they hold packets, between its rounds: much further below, it starves the
+ * first hops (a 10-hop chain's first at +18 overflowed its ring, 40,883
+ * nf_ring_full in a 5 s iperf3; capped at +4 none, and 2.7-2.9 Gbit/s
+ * where the hops above the manager carried 1.9-2.1). */
+#define MGR_CORE_HOP_SPAN 4
+
 /* Its service's nice, less its chains' hop_nice_step for each hop it is
  * into them (the most of any chain it is in). On the manager's core
  * (below_mgr) the manager is every chain's last stage, the transmit of what
  * its last hop passes on, so the steps count back from there: the last hop
- * at the service's nice, each earlier one a step after it. Counted forward
- * from the first hop, the later hops ranked above the manager, and the NF
- * that had just handed it a burst took the core back from its transmit
- * (tcp_peers' 3-NF chain on core 0: 3.34 Gbit/s against 2.94, means of 10
- * interleaved pairs, all won, 2026-11-27). A 1-NF chain is the same either
- * way; its NF a step below the manager carried less (3.37 against 3.58). */
+ * at the service's nice, each earlier one a step after it, none more than
+ * MGR_CORE_HOP_SPAN. Counted forward from the first hop, the later hops
+ * ranked above the manager, and the NF that had just handed it a burst took
+ * the core back from its transmit (tcp_peers' 3-NF chain on core 0: 3.34
+ * Gbit/s against 2.94, means of 10 interleaved pairs, all won, 2026-11-27).
+ * A 1-NF chain is the same either way; its NF a step below the manager
+ * carried less (3.37 against 3.58). */
 static int32_t
 nice_of(const struct sq_config *cfg, uint16_t service, bool below_mgr)
 {
@@ -421,9 +430,15 @@ nice_of(const struct sq_config *cfg, uint16_t service, bool below_mgr)
 		const struct sq_cfg_chain *ch = &cfg->chains[c];
 		int32_t step = sq_config_hop_nice_step(ch);
 
-		for (uint16_t h = 0; h < ch->n_hops; h++)
-			if (ch->services[h] == service)
-				less = RTE_MAX(less, (h - (below_mgr ? ch->n_hops - 1 : 0)) * step);
+		for (uint16_t h = 0; h < ch->n_hops; h++) {
+			if (ch->services[h] != service)
+				continue;
+			if (below_mgr)
+				less = RTE_MAX(less, -RTE_MIN((ch->n_hops - 1 - h) * step,
+							      MGR_CORE_HOP_SPAN));
+			else
+				less = RTE_MAX(less, h * step);
+		}
 	}
 	if (less == INT32_MIN)
 		less = 0;
@@ -735,8 +750,8 @@ mgr_nf_is_ready(const struct mgr_nf *nf)
 
 /* Wait until the NF runs its loop: then its start time is measured to the
  * microsecond and a broken NF is reported before traffic starts. */
-static int
-wait_ready(struct mgr *mgr, struct mgr_nf *nf)
+int
+mgr_nfs_wait_ready(struct mgr *mgr, struct mgr_nf *nf)
 {
 	const struct timespec nap = {.tv_nsec = 20 * 1000};
 	uint64_t deadline = rte_rdtsc() + rte_get_tsc_hz() / 1000 * NF_READY_TIMEOUT_MS;
@@ -805,36 +820,12 @@ say_nf_user(const struct mgr *mgr)
 			cfg->nf_uid, cfg->nf_gid);
 }
 
-/* Every NF of the config, one after another; a per-flow service only its
- * pool's idle target (the director spawns the rest as flows need them). */
-int
-mgr_nfs_spawn_all(struct mgr *mgr)
+/* Said once, before the first NF starts: what the config's NFs will be. */
+void
+mgr_nfs_announce(const struct mgr *mgr)
 {
-	uint32_t started = 0;
-	int ret;
-
 	warn_poll_sharing(mgr);
 	say_nf_user(mgr);
-
-	for (uint16_t s = 0; s < mgr->cfg->n_services; s++) {
-		const struct mgr_service *svc = &mgr->services[s];
-		uint32_t n = RTE_MIN(mgr_director_initial_nfs(mgr, s), svc->n_nfs);
-
-		for (uint32_t i = 0; i < n; i++) {
-			struct mgr_nf *nf = &mgr->nfs[svc->first_nf + i];
-
-			ret = mgr_nfs_spawn(mgr, nf);
-			if (ret < 0)
-				return ret;
-			ret = wait_ready(mgr, nf);
-			if (ret < 0)
-				return ret;
-			mgr_director_nf_ready(mgr, nf);
-		}
-		started += n;
-	}
-	MGR_LOG(NOTICE, "%u NFs running\n", started);
-	return 0;
 }
 
 /* What waited in a gone NF's rx ring: from where it had got to, to where
@@ -991,7 +982,7 @@ schedule_restart(struct mgr *mgr, struct mgr_nf *nf, bool failure)
 	uint64_t hz = rte_get_tsc_hz(), now = rte_rdtsc();
 	uint64_t delay_ms;
 
-	if (mgr_director_is_pooled(mgr, nf->service) || nf->gave_up)
+	if (mgr->services[nf->service].pooled || nf->gave_up)
 		return;
 	if (cs->restart == SQ_RESTART_NEVER || (cs->restart == SQ_RESTART_ON_FAILURE && !failure)) {
 		MGR_LOG(NOTICE, "%s#%u: not restarted (%s; restart: %s)\n", cs->name, nf->instance,

@@ -45,9 +45,8 @@ verdict_next(struct mgr *mgr, struct role_ctx *role, struct rte_mbuf *pkt, struc
 	meta->hop++;
 	if (meta->hop < chain->n_hops) {
 		uint16_t service = chain->services[meta->hop];
-		struct mgr_nf *nf = meta->flow_id != 0
-					    ? mgr_director_flow_nf(mgr, meta->flow_id, meta->hop)
-					    : NULL;
+		struct mgr_nf *nf =
+			meta->flow_id != 0 ? mgr->flow_nf(mgr, meta->flow_id, meta->hop) : NULL;
 
 		/* A flow's NF of another service: its slot was reused while
 		 * this packet was away (a TO detour); the hop's service decides. */
@@ -107,7 +106,7 @@ carry_out(struct mgr *mgr, struct role_ctx *role, struct rte_mbuf *pkt)
 		meta->verdict &= ~SQ_VERDICT_F_REKEY;
 		arg = meta->verdict & 0xffff;
 		if (meta->flow_id != 0)
-			mgr_director_rekey(mgr, pkt);
+			mgr->flow_rekey(mgr, pkt);
 	}
 	switch (meta->verdict >> 16) {
 	case SQ_VERDICT_NEXT: verdict_next(mgr, role, pkt, meta); return;

@@ -262,21 +262,24 @@ def test_nfs_on_the_managers_core_share_its_nice(mgr: Manager, tmp_path: Path) -
     ("nf_core", "want"),
     [
         # Elsewhere: hop i at its service's nice - 2i (a later hop first).
-        (None, {"a": 1, "b": -2, "c": -4}),
+        (None, {"a": 1, "b": -2, "c": -4, "d": -6}),
         # On the manager's core the manager transmits after the last hop:
-        # the steps count back from it, the last hop level with it.
-        (0, {"a": 5, "b": 2, "c": 0}),
+        # the steps count back from it, the last hop level with it, none
+        # more than 4 below it (a's 6 is 4, plus its service's 1).
+        (0, {"a": 5, "b": 4, "c": 2, "d": 0}),
     ],
 )
 def test_direct_chain_hops_rank_downstream_first(
     mgr: Manager, nf_core: int | None, want: dict[str, int]
 ) -> None:
     """A direct chain's hop_nice_step (2 by default): each hop a step above
-    the one before it, and on the manager's core none above the manager."""
+    the one before it, and on the manager's core none above the manager and
+    none more than 4 below it."""
     services = [
         {"name": "a", "exec": "squall-nf-fwd", "nice": 1},
         {"name": "b", "exec": "squall-nf-fwd"},
         {"name": "c", "exec": "squall-nf-fwd"},
+        {"name": "d", "exec": "squall-nf-fwd"},
     ]
     cfg = chain_config(mgr, services, **({} if nf_core is None else {"nf_core": nf_core}))
     cfg["chains"][0]["direct"] = True
