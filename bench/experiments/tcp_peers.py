@@ -17,7 +17,10 @@ from squall.bench.manager import BenchError
 # empty rx poll a recvfrom(); off, the manager polls its rings alone and, idle,
 # sleeps: measured best here on iperf3 and wrk (issue 17; see the variants).
 XDP_TUNED = ",busy_budget=0"
-CHAIN3 = ["firewall", "l3fwd", "fwd"]
+# Every packet through all three NFs: the L3 forwarder last, whose routes
+# send the hosts' packets out (sq_out ends the chain: with it in the middle,
+# as before 2026-11-28, the packets left there and the L2 forwarder got none).
+CHAIN3 = ["firewall", "fwd", "l3fwd"]
 # What examples/demo.yaml runs, chosen by this experiment's variants (issue
 # 17): af_xdp ports with rx rings of 4,096 (a 1,024 ring overflows while the
 # core it is read on runs something else; counted in rx_eth_missed), the NFs
@@ -330,9 +333,9 @@ def run(ctx: Context) -> None:
         "asleep when idle (idle_sleep_max_us 1000, the default); squall-poll: the same with "
         "the manager's busy poll (idle_sleep_max_us 0: Squall before issue 17); "
         "squall-busypoll: af_xdp's default preferred busy polling (busy_budget 64); "
-        "squall-af_packet: af_packet ports; squall-chain3: firewall, L3 forwarder (routes by "
-        "the two hosts' addresses, so it sends IPv4 out itself: the L2 forwarder gets only "
-        "what it does not route, ARP), L2 forwarder as a direct chain (NF to NF); "
+        "squall-af_packet: af_packet ports; squall-chain3: firewall, L2 forwarder, L3 "
+        "forwarder (routes by the two hosts' addresses out of their ports) as a direct chain "
+        "(NF to NF), all three on every packet; "
         "squall-chain3-mgr: the same chain through the manager at every hop; squall-nf-core1: "
         "the NF on core 1; squall-nice-10, squall-chain3-nice-10: manager.nice -10 (the "
         "manager's lcore and the NFs on its core above the other tasks of its scheduling "
