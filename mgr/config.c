@@ -577,6 +577,7 @@ enum {
 	MGR_ATTACH_USERS,
 	MGR_IDLE_SLEEP_MAX,
 	MGR_IDLE_AFTER,
+	MGR_IDLE_AFTER_LOAD,
 	MGR_RX_BACKPRESSURE,
 	MGR_NICE,
 	MGR_N_KEYS
@@ -604,6 +605,7 @@ static const char *const mgr_keys[MGR_N_KEYS] = {
 	"attach_users",
 	"idle_sleep_max_us",
 	"idle_after_us",
+	"idle_after_load",
 	"rx_backpressure",
 	"nice",
 };
@@ -729,6 +731,13 @@ parse_manager(struct ctx *c, const yaml_node_t *node)
 	if (ret == 0)
 		ret = get_u32(c, v[MGR_IDLE_AFTER], b, "idle_after_us", 0, 10000000,
 			      &cfg->idle_after_us);
+	if (ret == 0 && v[MGR_IDLE_AFTER_LOAD] != NULL) {
+		uint32_t w = 0;
+
+		ret = get_word(c, v[MGR_IDLE_AFTER_LOAD], b, "idle_after_load", bool_words,
+			       RTE_DIM(bool_words), &w);
+		cfg->idle_after_load = w == 1;
+	}
 	if (ret == 0 && v[MGR_RX_BACKPRESSURE] != NULL) {
 		uint32_t w = 0;
 

@@ -243,6 +243,9 @@ struct sq_config {
 	 * and how long nothing must move before the first sleep */
 	uint32_t idle_sleep_max_us;
 	uint32_t idle_after_us;
+	/* idle_after_us stretched by the manager's load (mgr/idle.c
+	 * idle_after_ns): a gap in heavy traffic is not idleness; default off */
+	bool idle_after_load;
 	/* rx does not read a port while a first hop its rules feed has no room
 	 * for a burst: the port's descriptors hold them (rx.c); default off */
 	bool rx_backpressure;

@@ -195,6 +195,7 @@ emit_manager(struct out *o, const struct sq_config *cfg)
 	kv_u64(o, "core_wakes_per_s", cfg->core_wakes_per_s);
 	kv_u64(o, "idle_sleep_max_us", cfg->idle_sleep_max_us);
 	kv_u64(o, "idle_after_us", cfg->idle_after_us);
+	kv(o, "idle_after_load", cfg->idle_after_load ? "true" : "false");
 	kv(o, "rx_backpressure", cfg->rx_backpressure ? "true" : "false");
 	kv_i64(o, "nice", cfg->mgr_nice);
 	kv_u64(o, "max_nfs", cfg->max_nfs);

@@ -259,6 +259,10 @@ plan_manager(struct plan *p, const struct sq_config *cur, const struct sq_config
 	next->core_wakes_per_s = n->core_wakes_per_s;
 	next->idle_sleep_max_us = n->idle_sleep_max_us;
 	next->idle_after_us = n->idle_after_us;
+	if (cur->idle_after_load != n->idle_after_load)
+		note(p, "manager.idle_after_load %s -> %s", cur->idle_after_load ? "true" : "false",
+		     n->idle_after_load ? "true" : "false");
+	next->idle_after_load = n->idle_after_load;
 	if (cur->rx_backpressure != n->rx_backpressure)
 		note(p, "manager.rx_backpressure %s -> %s", cur->rx_backpressure ? "true" : "false",
 		     n->rx_backpressure ? "true" : "false");

@@ -27,6 +27,9 @@
 /* The timer slack of the main lcore: the default 50 us would stretch every
  * sleep of tens of microseconds to several times its length. */
 #define TIMER_SLACK_NS    1000
+/* The manager's load is measured over this much of its awake time: long
+ * enough to hold many bursts, short enough to follow a change of rate. */
+#define LOAD_WINDOW_MS    10
 
 /* Ports without an rx interrupt whose PMD reads a socket: a plain epoll of
  * those sockets (kept apart from DPDK's: rte_epoll_wait takes every event's
@@ -71,6 +74,7 @@ mgr_idle_init(struct mgr_idle *idle, const uint16_t *port_ids, const int *rx_soc
 		.hz = rte_get_tsc_hz(),
 		.work_tsc = rte_rdtsc(),
 	};
+	idle->round_tsc = idle->work_tsc;
 	prctl(PR_SET_TIMERSLACK, TIMER_SLACK_NS);
 	/* ethdev logs an error for each port without an interrupt, which is
 	 * no error here: quiet while asking. */
@@ -229,15 +233,54 @@ sleep_on_sockets(struct mgr_idle *idle, uint64_t limit_ns)
 		idle->wakes_by_timer++;
 }
 
+/* Count the round that ended at now_tsc into the load window. */
+static void
+note_load(struct mgr_idle *idle, bool moved, uint64_t now_tsc)
+{
+	uint64_t round = now_tsc - idle->round_tsc;
+
+	idle->round_tsc = now_tsc;
+	idle->win_tsc += round;
+	if (moved)
+		idle->win_busy_tsc += round;
+	if (idle->win_tsc < idle->hz / 1000 * LOAD_WINDOW_MS)
+		return;
+	idle->load_pm = (uint32_t)(idle->win_busy_tsc * 1000 / idle->win_tsc);
+	idle->win_tsc = 0;
+	idle->win_busy_tsc = 0;
+}
+
+/* How long nothing must move before a sleep: idle_after_us, or with
+ * idle_after_load that stretched by the load, idle_after_us / (1 - load)^2
+ * (at most 100x), as a gap in heavy traffic is short and comes back. Under
+ * real TCP through a 3-NF chain on the manager's own core (tcp_peers),
+ * the manager at a load of 0.5-0.8 met gaps of 0.2-0.6 ms; sleeping in
+ * them after 100 us left the core idle, the hosts' tasks woke there, and
+ * the chain lost iperf3 throughput to them (see docs/config.md). A
+ * trickle (load near 0) still sleeps after idle_after_us. */
+static uint64_t
+idle_after_ns(const struct mgr_idle *idle, const struct sq_config *cfg)
+{
+	uint64_t free_pm;
+
+	if (!cfg->idle_after_load)
+		return (uint64_t)cfg->idle_after_us * 1000;
+	free_pm = RTE_MAX(1000u - RTE_MIN(idle->load_pm, 1000u), 100u);
+	return (uint64_t)cfg->idle_after_us * 1000 * 1000 * 1000 / (free_pm * free_pm);
+}
+
 bool
 mgr_idle_note(struct mgr_idle *idle, const struct sq_config *cfg, unsigned int moved,
 	      uint64_t now_tsc)
 {
+	/* a round that gave the core to NFs holding packets was busy too */
+	note_load(idle, moved > 0 || idle->round_yielded, now_tsc);
+	idle->round_yielded = false;
 	if (moved > 0 || cfg->idle_sleep_max_us == 0) {
 		idle->work_tsc = now_tsc;
 		return false;
 	}
-	return tsc_to_ns(idle, now_tsc - idle->work_tsc) >= (uint64_t)cfg->idle_after_us * 1000;
+	return tsc_to_ns(idle, now_tsc - idle->work_tsc) >= idle_after_ns(idle, cfg);
 }
 
 bool
@@ -268,20 +311,28 @@ mgr_idle_sleep(struct mgr_idle *idle, const struct sq_config *cfg, enum mgr_idle
 		return false;
 	/* Asleep, the manager is not among its core's awake tasks: an NF
 	 * spinning there has nobody to yield to. */
-	if (idle->core_awake != NULL)
+	if (idle->core_awake != NULL) {
 		atomic_fetch_sub_explicit(idle->core_awake, 1, memory_order_relaxed);
+		atomic_store_explicit(idle->core_mgr, 0, memory_order_relaxed);
+	}
 	start_tsc = rte_rdtsc();
 	how(idle, bound_ns);
-	idle->slept_ns += tsc_to_ns(idle, rte_rdtsc() - start_tsc);
-	if (idle->core_awake != NULL)
+	/* the load is of the awake time: the sleep is not a round */
+	idle->round_tsc = rte_rdtsc();
+	idle->slept_ns += tsc_to_ns(idle, idle->round_tsc - start_tsc);
+	if (idle->core_awake != NULL) {
+		atomic_store_explicit(idle->core_mgr, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(idle->core_awake, 1, memory_order_relaxed);
+	}
 	return true;
 }
 
 void
-mgr_idle_share_core(struct mgr_idle *idle, _Atomic int32_t *awake)
+mgr_idle_share_core(struct mgr_idle *idle, _Atomic int32_t *awake, _Atomic uint32_t *mgr)
 {
 	idle->core_awake = awake;
+	idle->core_mgr = mgr;
+	atomic_store_explicit(mgr, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(awake, 1, memory_order_relaxed);
 }
 
@@ -292,5 +343,6 @@ mgr_idle_yield(struct mgr_idle *idle, bool nfs_hold_pkts)
 		return false;
 	sched_yield();
 	idle->core_yields++;
+	idle->round_yielded = true;
 	return true;
 }

@@ -52,6 +52,14 @@ struct mgr_idle {
 	size_t n_tx_ready_words;
 	uint64_t work_tsc; /* the last round that moved something */
 	uint64_t hz;
+	/* The load of the last window (LOAD_WINDOW_MS awake): the share of the
+	 * manager's awake time spent in rounds that moved packets, per mille.
+	 * The idle time before a sleep grows with it (mgr_idle_note). */
+	uint64_t round_tsc;    /* the end of the last round (or sleep) */
+	uint64_t win_busy_tsc; /* this window: time in rounds that moved packets */
+	uint64_t win_tsc;      /* this window: awake time */
+	uint32_t load_pm;
+	bool round_yielded; /* this round gave the core to NFs (mgr_idle_yield) */
 	/* counters: the main lcore writes, telemetry reads (monotonic, torn
 	 * reads are harmless on x86-64's 8-byte stores) */
 	uint64_t sleeps;
@@ -64,8 +72,10 @@ struct mgr_idle {
 	/* NFs pinned to the manager's own core (manager.nf_core): the awake
 	 * count of that core's group in the region, which the manager joins
 	 * while it runs (so a spinning NF yields to it, lib/nf.c), and its
-	 * yields of the core to them; NULL when NFs run elsewhere. */
+	 * yields of the core to them; NULL when NFs run elsewhere. core_mgr:
+	 * that group's flag, 1 while the manager is awake. */
 	_Atomic int32_t *core_awake;
+	_Atomic uint32_t *core_mgr;
 	uint64_t core_yields;
 };
 
@@ -81,9 +91,11 @@ int mgr_idle_init(struct mgr_idle *idle, const uint16_t *port_ids, const int *rx
 void mgr_idle_free(struct mgr_idle *idle);
 
 /**
- * End of a main-loop round: note whether it moved packets.
- * @return true if nothing moved for idle_after_us (and sleeping is on):
- *   worth asking the roles what is held, then mgr_idle_sleep().
+ * End of a main-loop round: note whether it moved packets (or gave the
+ * core to NFs holding some), for the load.
+ * @return true if nothing moved for idle_after_us (with idle_after_load,
+ *   stretched by the load: idle_after_ns) and sleeping is on: worth asking
+ *   the roles what is held, then mgr_idle_sleep().
  */
 bool mgr_idle_note(struct mgr_idle *idle, const struct sq_config *cfg, unsigned int moved,
 		   uint64_t now_tsc);
@@ -103,7 +115,7 @@ bool mgr_idle_sleep(struct mgr_idle *idle, const struct sq_config *cfg, enum mgr
  * it among the core's awake tasks from now on. @p awake: the region's
  * awake count of that core's group.
  */
-void mgr_idle_share_core(struct mgr_idle *idle, _Atomic int32_t *awake);
+void mgr_idle_share_core(struct mgr_idle *idle, _Atomic int32_t *awake, _Atomic uint32_t *mgr);
 
 /**
  * End of a round on a shared core: if NFs hold packets, give them the core

@@ -363,7 +363,7 @@ share_core(struct mgr *mgr, struct mgr_idle *idle)
 	if (mgr->cfg->nf_core < 0 || (unsigned int)mgr->cfg->nf_core != cpu ||
 	    cpu >= SQ_CORE_GROUPS - 1)
 		return;
-	mgr_idle_share_core(idle, &mgr->region->awake[cpu].n);
+	mgr_idle_share_core(idle, &mgr->region->awake[cpu].n, &mgr->region->awake[cpu].mgr);
 	MGR_LOG(NOTICE,
 		"NFs share the manager's core %u: it yields to them while they hold packets\n",
 		cpu);

@@ -42,6 +42,8 @@ def _variant(kinds: list[str], **change: Any) -> dict[str, Any]:
     return kw
 
 
+LOAD = {"idle_after_load": True}
+
 # name -> Squall's keyword arguments (targets.Squall): "squall" is the
 # default a user gets (examples/demo.yaml), the rest one change each from it.
 SQUALL_SYSTEMS: dict[str, dict[str, Any]] = {
@@ -52,14 +54,20 @@ SQUALL_SYSTEMS: dict[str, dict[str, Any]] = {
     "squall-poll": _variant(["fwd"], manager={"idle_sleep_max_us": 0}),
     "squall-busypoll": _variant(["fwd"], xdp_args=""),
     "squall-af_packet": _variant(["fwd"], port_kind="af_packet"),
-    "squall-chain3": _variant(CHAIN3, direct=True),
-    "squall-chain3-mgr": _variant(CHAIN3),
-    "squall-chain3-nice-10": _variant(CHAIN3, direct=True, manager={"nice": -10}),
-    "squall-chain3-nf-core1": _variant(CHAIN3, direct=True, manager={"nf_core": 1}),
+    # A chain's gaps under heavy traffic are not idleness: the manager
+    # sleeps only after idle_after_us stretched by its load (docs/config.md
+    # idle_after_load; examples/direct.yaml). -idle-fixed: after 100 us flat.
+    "squall-chain3": _variant(CHAIN3, direct=True, manager=LOAD),
+    "squall-chain3-idle-fixed": _variant(CHAIN3, direct=True),
+    "squall-chain3-mgr": _variant(CHAIN3, manager=LOAD),
+    "squall-chain3-nice-10": _variant(CHAIN3, direct=True, manager={**LOAD, "nice": -10}),
+    "squall-chain3-nf-core1": _variant(CHAIN3, direct=True, manager={**LOAD, "nf_core": 1}),
     # The hops' nice before 2026-11-27, counted forward from the first hop
     # (0, -2, -4: the later hops above the manager), for the chain's order now
     # (4, 2, 0: none above the manager, its transmit the chain's last stage).
-    "squall-chain3-hops-above": _variant(CHAIN3, direct=True, service_nice=-4),
+    "squall-chain3-hops-above": _variant(
+        CHAIN3, direct=True, manager=LOAD, service_keys={"nice": -4}
+    ),
 }
 TOOLS = ["iperf3", "wrk", "ping", "ss"]
 # The systems that forward with DPDK on core 0 (profiled: see profile.py),
@@ -286,6 +294,7 @@ def run(ctx: Context) -> None:
         ("squall-chain3", "ovs-dpdk"),
         ("squall-chain3", "kernel-nft-chain"),
         ("squall-chain3", "squall-chain3-hops-above"),
+        ("squall-chain3", "squall-chain3-idle-fixed"),
         ("squall", "kernel-bridge"),
         ("squall", "testpmd-io"),
         ("squall-chain3", "testpmd-io"),
@@ -335,7 +344,10 @@ def run(ctx: Context) -> None:
         "squall-busypoll: af_xdp's default preferred busy polling (busy_budget 64); "
         "squall-af_packet: af_packet ports; squall-chain3: firewall, L2 forwarder, L3 "
         "forwarder (routes by the two hosts' addresses out of their ports) as a direct chain "
-        "(NF to NF), all three on every packet; "
+        "(NF to NF), all three on every packet, the manager's idle_after_load on (its "
+        "idle_after_us stretched by its load: a gap in heavy traffic is not idleness); "
+        "squall-chain3-idle-fixed: the same with idle_after_load off (the default: a "
+        "sleep after 100 us with nothing moved, as before 2026-11-28); "
         "squall-chain3-mgr: the same chain through the manager at every hop; squall-nf-core1: "
         "the NF on core 1; squall-nice-10, squall-chain3-nice-10: manager.nice -10 (the "
         "manager's lcore and the NFs on its core above the other tasks of its scheduling "

@@ -19,7 +19,7 @@
 
 #define SQ_REGION_MAGIC     0x4c4c415551535153ULL /* "SQSQUALL" */
 /** Bump on any change to this file or to struct sq_pkt_meta. */
-#define SQ_ABI_VERSION      7u
+#define SQ_ABI_VERSION      8u
 /** Fixed address, far from the heap, stack and DPDK's own mappings. */
 #define SQ_REGION_BASE_ADDR 0x3f0000000000ULL
 
@@ -209,6 +209,11 @@ struct sq_region_hdr {
 	 * NFs of a group share one core, so the line stays in its cache. */
 	struct {
 		alignas(RTE_CACHE_LINE_SIZE) _Atomic int32_t n;
+		/* 1 while the manager shares this group's core (manager.nf_core)
+		 * and is awake, not in its idle sleep: a spinning NF's yields
+		 * then hand the core to the manager's work, not to idle time,
+		 * and do not use up its spin (lib/nf.c spin_for_pkts). */
+		_Atomic uint32_t mgr;
 	} awake[SQ_CORE_GROUPS];
 	/* The manager's sleep (mgr/idle.h): 1 while its main loop, idle, waits
 	 * on this word. An NF that hands packets back and finds it set clears

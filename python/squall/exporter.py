@@ -624,6 +624,13 @@ IDLE_METRICS: list[MetricSpec] = [
         1,
         "counter",
     ),
+    (
+        "load_pm",
+        "squall_manager_load_ratio",
+        "Share of the manager's awake time in rounds that moved packets (last 10 ms)",
+        1e-3,
+        "g",
+    ),
 ]
 CONFIG_METRICS: list[MetricSpec] = [
     ("applies", "squall_config_applies", "Configs applied while running", 1, "counter"),

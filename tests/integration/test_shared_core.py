@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 import pcaps
+import pytest
 from conftest import Manager, pid_is_alive
 
 N_PKTS = 1000
@@ -86,7 +87,9 @@ RATE_PPS = 600_000
 SENT_AT_LEAST = 600_000
 
 
-def gen_chain_config(mgr: Manager, hops: str, rate_pps: int, **svc: object) -> dict:
+def gen_chain_config(
+    mgr: Manager, hops: str, rate_pps: int, nf_core: int = NF_CORE, **svc: object
+) -> dict:
     cfg = mgr.config(
         ports=[
             {"name": "gen", "devargs": "net_null0,no-rx=1"},
@@ -95,7 +98,7 @@ def gen_chain_config(mgr: Manager, hops: str, rate_pps: int, **svc: object) -> d
         services=[{"name": h, "exec": "squall-nf-fwd", **svc} for h in hops],
         chains=[{"name": "c", "services": list(hops)}],
         rules=[{"in_port": "gen", "chain": "c", "out_port": "out"}],
-        nf_core=NF_CORE,
+        nf_core=nf_core,
     )
     cfg["generator"] = {"port": "gen", "rate_pps": rate_pps, "sizes": [64], "flows": 64}
     return cfg
@@ -192,3 +195,31 @@ def test_nfs_on_the_managers_own_core(mgr: Manager) -> None:
         ex.stop()
     mgr.finish()
     assert "NFs share the manager's core 0" in mgr.stderr_path.read_text(errors="replace")
+
+
+@pytest.mark.parametrize("nf_core", [0, 1])
+def test_an_nf_on_the_awake_managers_core_stays_awake_between_bursts(
+    mgr: Manager, nf_core: int
+) -> None:
+    """A packet every 100 us, five times the NF's 20 us spin. On the
+    manager's own core (0), the spin's yields give the core to the awake
+    manager, and that time is not spin (lib/nf.c spin_for_pkts): the NF
+    stays awake between packets and sleeps seldom. On another core (1) the
+    spin runs out in each gap and the NF sleeps at nearly every packet.
+    Either way, once the packets stop, the NF is asleep: the stretched spin
+    is bounded."""
+    mgr.start(gen_chain_config(mgr, "a", 10_000, nf_core=nf_core))
+    sent = mgr.gen_send(10_000)
+    mgr.wait_accounted(sent)
+    st = mgr.stats()
+    nf = next(iter(mgr.nfs().values()))
+    assert nf["rx_pkts"] == sent and st["tx_pkts"] == sent, (nf, st)
+    if nf_core == 0:
+        assert nf["sleeps"] < sent // 10, nf
+        assert nf["spin_yields"] > 0, nf
+    else:
+        assert nf["sleeps"] > sent // 2, nf
+    mgr.wait_for(
+        lambda: all(n["state"] == "asleep" for n in mgr.nfs().values()), 10, "the NF asleep"
+    )
+    mgr.finish()

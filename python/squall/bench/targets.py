@@ -58,10 +58,10 @@ class Squall:
         reverse_return: bool = False,
         snat_neighbour: bool = False,
         rx_desc: int | None = None,
-        service_nice: int | None = None,
+        service_keys: dict[str, Any] | None = None,
     ) -> None:
         """services: the chain's services as given, in place of kinds';
-        service_nice: every service's nice (services[].nice);
+        service_keys: set on every service (config.Service fields: nice, spin_us);
         reverse_return: the server's packets pass the chain the other way
         round (a NAT before a conntrack, as each expects its own tuples);
         snat_neighbour: ns server reaches peers.SNAT_IP at the client's MAC
@@ -79,7 +79,7 @@ class Squall:
         self.reverse_return = reverse_return
         self.snat_neighbour = snat_neighbour
         self.rx_desc = rx_desc  # each port's rx ring; None: the manager's default
-        self.service_nice = service_nice
+        self.service_keys = dict(service_keys or {})
         self.manager: Manager | None = None
 
     def describe(self) -> str:
@@ -87,7 +87,7 @@ class Squall:
             *([self.xdp_args.lstrip(",")] if self.xdp_args else []),
             *(["direct"] if self.direct else []),
             *([f"rx_desc={self.rx_desc}"] if self.rx_desc else []),
-            *([f"services' nice {self.service_nice}"] if self.service_nice is not None else []),
+            *(f"services' {k} {v}" for k, v in self.service_keys.items()),
             *(f"{k}={v}" for k, v in self.manager_keys.items()),
         ]
         return (
@@ -112,8 +112,8 @@ class Squall:
                 )
             else:
                 services.append(config.nf_service(k, f"s{i}", mode=self.mode, workdir=self.workdir))
-        if self.service_nice is not None:
-            services = [dataclasses.replace(s, nice=self.service_nice) for s in services]
+        if self.service_keys:
+            services = [dataclasses.replace(s, **self.service_keys) for s in services]
         names = [s.name for s in services]
         back = "r" if self.reverse_return else "c"
         ring = {"rx_desc": self.rx_desc} if self.rx_desc else {}
