@@ -140,6 +140,7 @@ def measure(
         )
         if rep == 0 and tr.profile_s > 0 and (fwd := _fwd_comms(sname)) is not None:
             r.update(core_split(ctx, sname, fwd, tr.profile_s))
+            r.update(wrk_switches(ctx, sname, tr.profile_s, tr.conns))
     finally:
         system.stop()  # idempotent, also after a failed or interrupted start
         for srv in servers:
@@ -182,6 +183,42 @@ def core_split(ctx: Context, sname: str, fwd: str, seconds: float) -> dict[str, 
     )
     r: dict[str, float] = {f"core0_{k}_pct": v for k, v in split.items()}
     r.update({f"core0_{k}": v for k, v in counts.items() if v is not None})
+    return r
+
+
+def wrk_switches(ctx: Context, sname: str, seconds: float, conns: int) -> dict[str, float]:
+    """A wrk of seconds + 1 with core 0's context switches counted for
+    seconds from 0.5 s in: per second, and per request (wrk's rate). A
+    forwarder of several processes on one core pays a task switch per hop
+    per burst, and request/response traffic comes in small bursts."""
+    prof = profile.CoreProfile(PROFILE_CPU, ctx.workdir, name=sname)
+    done: dict[str, Any] = {}
+
+    def traffic() -> None:
+        try:
+            done["wrk"] = netns.wrk(seconds + 1.0, conns)[0]
+        except BenchError as e:
+            done["error"] = e
+
+    t = threading.Thread(target=traffic)
+    t.start()
+    time.sleep(0.5)
+    cmd = prof.count_switches(seconds)
+    t.join()
+    if "error" in done:
+        raise done["error"]
+    ctx.command(cmd, what="perf stat", system=sname)
+    if prof.switches_per_s is None:
+        return {}
+    rps = done["wrk"]["rps"]
+    per_req = round(prof.switches_per_s / rps, 2) if rps else None
+    ctx.sample("wrk_switches", system=sname, cpu=PROFILE_CPU, rps=rps,
+               switches_per_s=prof.switches_per_s, switches_per_req=per_req)  # fmt: skip
+    ctx.log(f"{sname} core {PROFILE_CPU} under wrk: {prof.switches_per_s} switches/s, "
+            f"{per_req} a request")  # fmt: skip
+    r = {"core0_wrk_switches_per_s": float(prof.switches_per_s)}
+    if per_req is not None:
+        r["core0_wrk_switches_per_req"] = per_req
     return r
 
 
@@ -279,7 +316,12 @@ def run(ctx: Context) -> None:
         for share in profile.SHARES:
             if (v := r.get(f"core0_{share}_pct")) is not None:
                 ctx.summary[f"core0_{share}_pct_{s}"] = v[0]
-        for count in ("switches_per_s", "wakeups_per_s"):
+        for count in (
+            "switches_per_s",
+            "wakeups_per_s",
+            "wrk_switches_per_s",
+            "wrk_switches_per_req",
+        ):
             if (v := r.get(f"core0_{count}")) is not None:
                 ctx.summary[f"core0_{count}_{s}"] = v[0]
         if sname != "squall":
@@ -364,7 +406,9 @@ def run(ctx: Context) -> None:
         "first repetition with core 0 sampled by perf for 2 s: its share in the ports' "
         "transmit calls (the kernel delivering into the hosts: their TCP), the forwarder's "
         "own, idle, other; core0_switches_per_s, core0_wakeups_per_s: the core's context "
-        "switches and the tasks woken onto it over the same 2 s (perf stat)."
+        "switches and the tasks woken onto it over the same 2 s (perf stat); "
+        "core0_wrk_switches_per_s, core0_wrk_switches_per_req: core 0's context switches "
+        "over 2 s of a 3 s wrk in the same repetition, per second and per request."
     )
 
 

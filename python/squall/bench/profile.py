@@ -149,6 +149,24 @@ class CoreProfile:
             self.wakeups_per_s = round(counts["sched:sched_wakeup"] / seconds)
         return cmd
 
+    def count_switches(self, seconds: float) -> list[str]:
+        """Count the CPU's context switches (and wakeups) for seconds, with
+        no sampling; sets switches_per_s, wakeups_per_s; returns the command."""
+        cmd = [PERF, "stat", "-x,", "-C", str(self.cpu), "-e", ",".join(STAT_EVENTS), "--",
+               "sleep", f"{seconds:g}"]  # fmt: skip
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 30,
+                           check=False)  # fmt: skip
+        counts = parse_stat(r.stderr) if r.returncode == 0 else {}
+        self.switches_per_s = (
+            round(counts["context-switches"] / seconds) if "context-switches" in counts else None
+        )
+        self.wakeups_per_s = (
+            round(counts["sched:sched_wakeup"] / seconds)
+            if "sched:sched_wakeup" in counts
+            else None
+        )
+        return cmd
+
     def _report(self, *args: str) -> str:
         cmd = [PERF, "report", "-i", str(self.data), "--stdio", "-g", "none", *args]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=REPORT_TIMEOUT_S,
