@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,29 +153,38 @@ def _fwd_comms(sname: str) -> str | None:
     return next((v for k, v in FWD_COMMS.items() if sname.startswith(k)), None)
 
 
+def _during(
+    traffic: Callable[[], dict[str, Any]], measure: Callable[[], list[str]]
+) -> tuple[dict[str, Any], list[str]]:
+    """traffic() in a thread, measure() from 0.5 s into it: traffic's
+    result and measure's command (traffic's error raised here)."""
+    done: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            done["result"] = traffic()
+        except BenchError as e:
+            done["error"] = e
+
+    t = threading.Thread(target=run)
+    t.start()
+    time.sleep(0.5)
+    cmd = measure()
+    t.join()
+    if "error" in done:
+        raise done["error"]
+    return done["result"], cmd
+
+
 def core_split(ctx: Context, sname: str, fwd: str, seconds: float) -> dict[str, float]:
     """An iperf3 of seconds + 1 with core 0 sampled for seconds from 0.5 s
     in: the shares of its time (profile.shares) as core0_<share>_pct."""
     prof = profile.CoreProfile(PROFILE_CPU, ctx.workdir, name=sname)
-    done: dict[str, Any] = {}
-
-    def traffic() -> None:
-        try:
-            done["iperf3"] = netns.iperf3(seconds + 1.0)[0]
-        except BenchError as e:
-            done["error"] = e
-
-    t = threading.Thread(target=traffic)
-    t.start()
-    time.sleep(0.5)
-    cmd = prof.record(seconds)
-    t.join()
-    if "error" in done:
-        raise done["error"]
+    ip, cmd = _during(lambda: netns.iperf3(seconds + 1.0)[0], lambda: prof.record(seconds))
     ctx.command(cmd, what="perf", system=sname)
     split = prof.split(fwd)
     counts = {"switches_per_s": prof.switches_per_s, "wakeups_per_s": prof.wakeups_per_s}
-    ctx.sample("profile", system=sname, cpu=PROFILE_CPU, gbps=done["iperf3"]["gbps"], **split,
+    ctx.sample("profile", system=sname, cpu=PROFILE_CPU, gbps=ip["gbps"], **split,
                **counts)  # fmt: skip
     ctx.log(
         f"{sname} core {PROFILE_CPU}: "
@@ -192,25 +202,13 @@ def wrk_switches(ctx: Context, sname: str, seconds: float, conns: int) -> dict[s
     forwarder of several processes on one core pays a task switch per hop
     per burst, and request/response traffic comes in small bursts."""
     prof = profile.CoreProfile(PROFILE_CPU, ctx.workdir, name=sname)
-    done: dict[str, Any] = {}
-
-    def traffic() -> None:
-        try:
-            done["wrk"] = netns.wrk(seconds + 1.0, conns)[0]
-        except BenchError as e:
-            done["error"] = e
-
-    t = threading.Thread(target=traffic)
-    t.start()
-    time.sleep(0.5)
-    cmd = prof.count_switches(seconds)
-    t.join()
-    if "error" in done:
-        raise done["error"]
+    w, cmd = _during(
+        lambda: netns.wrk(seconds + 1.0, conns)[0], lambda: prof.count_switches(seconds)
+    )
     ctx.command(cmd, what="perf stat", system=sname)
     if prof.switches_per_s is None:
         return {}
-    rps = done["wrk"]["rps"]
+    rps = w["rps"]
     per_req = round(prof.switches_per_s / rps, 2) if rps else None
     ctx.sample("wrk_switches", system=sname, cpu=PROFILE_CPU, rps=rps,
                switches_per_s=prof.switches_per_s, switches_per_req=per_req)  # fmt: skip

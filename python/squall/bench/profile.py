@@ -131,10 +131,8 @@ class CoreProfile:
         record command."""
         cmd = [PERF, "record", "-q", "-g", "-C", str(self.cpu), "-o", str(self.data), "--",
                "sleep", f"{seconds:g}"]  # fmt: skip
-        stat_cmd = [PERF, "stat", "-x,", "-C", str(self.cpu), "-e", ",".join(STAT_EVENTS), "--",
-                    "sleep", f"{seconds:g}"]  # fmt: skip
-        stat = subprocess.Popen(stat_cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                text=True)  # fmt: skip
+        stat = subprocess.Popen(self._stat_cmd(seconds), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)  # fmt: skip
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 30,
                                check=False)  # fmt: skip
@@ -142,30 +140,29 @@ class CoreProfile:
             _, err = stat.communicate(timeout=seconds + 30)
         if r.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} exited {r.returncode}: {r.stderr.strip()[-300:]}")
-        counts = parse_stat(err) if stat.returncode == 0 else {}
-        if "context-switches" in counts:
-            self.switches_per_s = round(counts["context-switches"] / seconds)
-        if "sched:sched_wakeup" in counts:
-            self.wakeups_per_s = round(counts["sched:sched_wakeup"] / seconds)
+        self._take_counts(err if stat.returncode == 0 else "", seconds)
         return cmd
 
     def count_switches(self, seconds: float) -> list[str]:
         """Count the CPU's context switches (and wakeups) for seconds, with
         no sampling; sets switches_per_s, wakeups_per_s; returns the command."""
-        cmd = [PERF, "stat", "-x,", "-C", str(self.cpu), "-e", ",".join(STAT_EVENTS), "--",
-               "sleep", f"{seconds:g}"]  # fmt: skip
+        cmd = self._stat_cmd(seconds)
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 30,
                            check=False)  # fmt: skip
-        counts = parse_stat(r.stderr) if r.returncode == 0 else {}
-        self.switches_per_s = (
-            round(counts["context-switches"] / seconds) if "context-switches" in counts else None
-        )
-        self.wakeups_per_s = (
-            round(counts["sched:sched_wakeup"] / seconds)
-            if "sched:sched_wakeup" in counts
-            else None
-        )
+        self._take_counts(r.stderr if r.returncode == 0 else "", seconds)
         return cmd
+
+    def _stat_cmd(self, seconds: float) -> list[str]:
+        return [PERF, "stat", "-x,", "-C", str(self.cpu), "-e", ",".join(STAT_EVENTS), "--",
+                "sleep", f"{seconds:g}"]  # fmt: skip
+
+    def _take_counts(self, stat_err: str, seconds: float) -> None:
+        """switches_per_s, wakeups_per_s from `perf stat -x,`'s stderr (None
+        for an event it did not count)."""
+        counts = parse_stat(stat_err)
+        sw, wk = counts.get("context-switches"), counts.get("sched:sched_wakeup")
+        self.switches_per_s = round(sw / seconds) if sw is not None else None
+        self.wakeups_per_s = round(wk / seconds) if wk is not None else None
 
     def _report(self, *args: str) -> str:
         cmd = [PERF, "report", "-i", str(self.data), "--stdio", "-g", "none", *args]
