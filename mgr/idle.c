@@ -269,6 +269,12 @@ idle_after_ns(const struct mgr_idle *idle, const struct sq_config *cfg)
 	return (uint64_t)cfg->idle_after_us * 1000 * 1000 * 1000 / (free_pm * free_pm);
 }
 
+uint64_t
+mgr_idle_after_us(const struct mgr_idle *idle, const struct sq_config *cfg)
+{
+	return idle_after_ns(idle, cfg) / 1000;
+}
+
 bool
 mgr_idle_note(struct mgr_idle *idle, const struct sq_config *cfg, unsigned int moved,
 	      uint64_t now_tsc)

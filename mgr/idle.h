@@ -100,6 +100,10 @@ void mgr_idle_free(struct mgr_idle *idle);
 bool mgr_idle_note(struct mgr_idle *idle, const struct sq_config *cfg, unsigned int moved,
 		   uint64_t now_tsc);
 
+/** How long nothing must move before a sleep now, in us: idle_after_us, or
+ * with idle_after_load that stretched by the load (for telemetry). */
+uint64_t mgr_idle_after_us(const struct mgr_idle *idle, const struct sq_config *cfg);
+
 /**
  * Sleep, as long as the idle time so far and the limits allow.
  * @param wait what would end the idleness (enum mgr_idle_wait)

@@ -478,6 +478,8 @@ class Poller:
                 st.polls += 1
                 if st.up:
                     self._add_events([Event(time.time(), "manager", f"manager down: {e}")])
+                if str(e) != st.error:  # (once per cause, not once per poll)
+                    print(f"squallctl serve: poll failed: {e}", file=sys.stderr, flush=True)
                 st.up, st.error = False, str(e)
                 st.seq += 1
                 self.cond.notify_all()
@@ -629,6 +631,13 @@ IDLE_METRICS: list[MetricSpec] = [
         "squall_manager_load_ratio",
         "Share of the manager's awake time in rounds that moved packets (last 10 ms)",
         1e-3,
+        "g",
+    ),
+    (
+        "after_now_us",
+        "squall_manager_idle_after_seconds",
+        "How long nothing must move before the manager sleeps, now (idle_after_load stretches it)",
+        1e-6,
         "g",
     ),
 ]

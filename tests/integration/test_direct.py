@@ -269,7 +269,7 @@ def test_direct_counters_and_the_idle_manager_are_exported(mgr: Manager) -> None
             return got == nfs["s1#0"]["direct_tx_pkts"] > 0
 
         mgr.wait_for(exported, 20, "s1's direct count exported")
-        text = ex.metrics()
+        text = ex.up_metrics()
         promtool_accepts(text)
         assert nf_metric(text, "squall_nf_direct_received_packets_total", "s3") == float(
             nfs["s3#0"]["direct_rx_pkts"]

@@ -111,10 +111,29 @@ class Exporter:
                 # This tree's squall package, not the one the venv has installed.
                 env={**os.environ, "PYTHONPATH": str(REPO / "python")},
             )
-        wait_until(lambda: b"squall_up" in http_get(self.url + "/metrics"), 20, "the exporter")
+        # Every caller starts it with a manager running: wait for a first poll
+        # that succeeded, not just for the server, so a first poll that failed
+        # (a slow manager under ASan) is retried rather than read as no metrics.
+        try:
+            wait_until(lambda: b"squall_up 1" in http_get(self.url + "/metrics"), 30, "squall_up 1")
+        except AssertionError as e:
+            self.stop()
+            raise AssertionError(
+                f"{e}; serve log: {self.log.read_text(errors='replace')[-2000:]}"
+            ) from None
 
     def metrics(self) -> str:
         return http_get(self.url + "/metrics").decode()
+
+    def up_metrics(self) -> str:
+        """An exposition from a poll that succeeded (a poll that failed, the
+        manager slow to answer, has only squall_up 0 and the exporter's own)."""
+
+        def up() -> str | None:
+            text = self.metrics()
+            return text if metric_value(text, "squall_up") == 1 else None
+
+        return str(wait_until(up, 30, "squall_up 1"))
 
     def stop(self) -> None:
         self.proc.terminate()

@@ -138,20 +138,23 @@ def test_an_idle_manager_sleeps_and_wakes_on_the_rx_interrupt(mgr: Manager) -> N
     mgr.finish(live_mbufs=False)
 
 
+@pytest.mark.parametrize("idle_after_load", [False, True])
 def test_an_idle_manager_sleeps_and_wakes_on_its_ports_sockets(
-    mgr: Manager, veths: tuple[str, str, str, str]
+    mgr: Manager, veths: tuple[str, str, str, str], idle_after_load: bool
 ) -> None:
     """net_af_packet (and net_af_xdp, which the idle benchmark runs) has no
     rx interrupt in DPDK 22.11, but reads a socket the kernel marks readable
     when a frame waits: the idle manager waits in epoll on both ports'
     sockets (mgr/ports.c finds them, mgr/idle.c waits), wakes for a frame,
-    and loses none; with nothing to read it wakes only for its timers."""
+    and loses none; with nothing to read it wakes only for its timers.
+    idle_after_load (the wait before a sleep stretched by load) changes
+    none of that: a manager with no load waits no longer."""
     a0, a1, b0, b1 = veths
     ports = [
         {"name": "a", "devargs": f"net_af_packet0,iface={a1}"},
         {"name": "b", "devargs": f"net_af_packet1,iface={b1}"},
     ]
-    mgr.start(bump_config(mgr, ports))
+    mgr.start(bump_config(mgr, ports, idle_after_load=idle_after_load))
     idle = mgr.stats()["idle"]
     assert idle["intr_ports"] == 0 and idle["sock_ports"] == 2, idle
     share = idle_cpu_share(mgr)

@@ -22,15 +22,20 @@ POOL = 128
 pytestmark = pytest.mark.skipif(shutil.which("ab") is None, reason="ab (apache2-utils) missing")
 
 
-def active_opens() -> int:
-    """TCP connections the client namespace has opened (the kernel's
-    ActiveOpens counter): counted independently of Squall."""
+def client_tcp() -> dict[str, int]:
+    """The client namespace's TCP counters (/proc/net/snmp), counted
+    independently of Squall: ActiveOpens (connections it opened, SYN sent) and
+    AttemptFails (of those, ones closed before their handshake was done)."""
     snmp = subprocess.run(
         ["ip", "netns", "exec", "client", "cat", "/proc/net/snmp"],
         capture_output=True, text=True, check=True,
     ).stdout.splitlines()  # fmt: skip
     names, values = [line.split() for line in snmp if line.startswith("Tcp:")][:2]
-    return int(values[names.index("ActiveOpens")])
+    return dict(zip(names[1:], map(int, values[1:]), strict=True))
+
+
+def active_opens() -> int:
+    return client_tcp()["ActiveOpens"]
 
 
 def web_config(mgr: Manager, pool: int, **svc: object) -> dict[str, object]:
@@ -109,7 +114,7 @@ def wait_flows_ended(mgr: Manager, idle_timeout_s: float = 30) -> None:
 
 def test_ab_through_per_flow_nfs(http_server: bytes, mgr: Manager, tmp_path: Path) -> None:  # noqa: F811
     mgr.start(web_config(mgr, POOL))
-    opens_before = active_opens()
+    before = client_tcp()
     url = f"http://{SERVER_IP}:{HTTP_PORT}/blob.bin"
     run_ab(mgr, url, N_REQUESTS)
     curl = subprocess.run(
@@ -120,15 +125,20 @@ def test_ab_through_per_flow_nfs(http_server: bytes, mgr: Manager, tmp_path: Pat
     assert curl.returncode == 0 and curl.stdout == "200", curl.stderr
     assert (tmp_path / "got.bin").read_bytes() == http_server
 
-    # ab opens one connection per request (no keep-alive) and one more; curl one.
-    connections = active_opens() - opens_before
+    # ab opens one connection per request (no keep-alive) and a few more; curl one.
+    after = client_tcp()
+    connections = after["ActiveOpens"] - before["ActiveOpens"]
     assert connections >= N_REQUESTS + 1
     wait_flows_ended(mgr)
     flows = mgr.query("/squall/flows")
-    # Every connection finished its handshake: none may end as half-open (a
-    # flow that got its NF from the queue did, at once, when the sweep met
-    # it in the same round: its times were after the round's "now").
-    assert flows["flows_half_open_expired"] == 0, flows
+    # A flow ends as half-open only for a connection that never finished its
+    # handshake: one of the extra ones ab closes, done, while its SYN is still
+    # unanswered (the SYN-ACK was among the packets the kernel dropped when
+    # the af_packet port's ring was full: rx_eth_missed). No other may (a flow
+    # that got its NF from the queue once did, at once, when the sweep met it
+    # in the same round: its times were after the round's "now").
+    abandoned = after["AttemptFails"] - before["AttemptFails"]
+    assert flows["flows_half_open_expired"] <= abandoned, (abandoned, flows)
     assert flows["flows_created"] == flows["flows_ended"] == connections, (
         f"{connections} {flows} {mgr.stats()['drops']}"
     )

@@ -186,7 +186,7 @@ def test_nfs_on_the_managers_own_core(mgr: Manager) -> None:
 
     ex = Exporter(mgr.name, mgr.workdir)
     try:
-        text = ex.metrics()
+        text = ex.up_metrics()
         promtool_accepts(text)
         yields = metric_value(text, "squall_manager_core_yields_total")
         assert yields is not None and yields >= st["idle"]["core_yields"], yields
@@ -195,6 +195,30 @@ def test_nfs_on_the_managers_own_core(mgr: Manager) -> None:
         ex.stop()
     mgr.finish()
     assert "NFs share the manager's core 0" in mgr.stderr_path.read_text(errors="replace")
+
+
+def test_the_wait_before_a_sleep_stretches_with_the_load(mgr: Manager) -> None:
+    """idle_after_load: while packets move in most of its rounds (a generator
+    at 1 Mpps through one NF), the manager waits longer than idle_after_us
+    before a sleep (/squall/stats idle.after_now_us, at most 100x); once they
+    stop, its load falls and the wait is idle_after_us again."""
+    cfg = gen_chain_config(mgr, "a", 1_000_000, ring_slots=4096)
+    cfg["manager"]["idle_after_load"] = True
+    mgr.start(cfg)
+    base = mgr.stats()["idle"]["after_us"]
+
+    def stretched() -> bool:
+        idle = mgr.stats()["idle"]
+        return idle["load_pm"] > 500 and base < idle["after_now_us"] <= 100 * base
+
+    mgr.wait_for(stretched, 20, "a load over 0.5 and a longer wait")
+    sent = mgr.gen_send(0)  # (pauses it now)
+    mgr.wait_accounted(sent)
+    mgr.wait_for(
+        lambda: mgr.stats()["idle"]["after_now_us"] == base, 10, "the wait back to idle_after_us"
+    )
+    assert mgr.stats()["idle"]["load_pm"] < 100, mgr.stats()["idle"]
+    mgr.finish()
 
 
 @pytest.mark.parametrize("nf_core", [0, 1])
