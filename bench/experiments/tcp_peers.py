@@ -141,7 +141,7 @@ def measure(
         )
         if rep == 0 and tr.profile_s > 0 and (fwd := _fwd_comms(sname)) is not None:
             r.update(core_split(ctx, sname, fwd, tr.profile_s))
-            r.update(wrk_switches(ctx, sname, tr.profile_s, tr.conns))
+            r.update(wrk_switches(ctx, sname, system, tr.profile_s, tr.conns))
     finally:
         system.stop()  # idempotent, also after a failed or interrupted start
         for srv in servers:
@@ -196,15 +196,35 @@ def core_split(ctx: Context, sname: str, fwd: str, seconds: float) -> dict[str, 
     return r
 
 
-def wrk_switches(ctx: Context, sname: str, seconds: float, conns: int) -> dict[str, float]:
+def core_yields(system: targets.System) -> tuple[int, int] | None:
+    """Squall's: (sched_yields so far of its manager and NFs on the shared
+    core, packets its chain's first hop took), from telemetry; None for a
+    peer."""
+    mgr = system.manager if isinstance(system, targets.Squall) else None
+    if mgr is None:
+        return None
+    nfs = mgr.nfs().values()
+    yields = int(mgr.stats()["idle"]["core_yields"]) + sum(int(n["spin_yields"]) for n in nfs)
+    chain = next(iter(mgr.chains().values()))
+    return yields, int(chain["rx_pkts"])
+
+
+def wrk_switches(
+    ctx: Context, sname: str, system: targets.System, seconds: float, conns: int
+) -> dict[str, float]:
     """A wrk of seconds + 1 with core 0's context switches counted for
     seconds from 0.5 s in: per second, and per request (wrk's rate). A
     forwarder of several processes on one core pays a task switch per hop
-    per burst, and request/response traffic comes in small bursts."""
+    per burst, and request/response traffic comes in small bursts. For
+    Squall also the sched_yields its manager and NFs made over the wrk, per
+    packet into the chain (core0_wrk_yields_per_pkt): a hop hands the core
+    on with one."""
     prof = profile.CoreProfile(PROFILE_CPU, ctx.workdir, name=sname)
+    y0 = core_yields(system)
     w, cmd = _during(
         lambda: netns.wrk(seconds + 1.0, conns)[0], lambda: prof.count_switches(seconds)
     )
+    y1 = core_yields(system)
     ctx.command(cmd, what="perf stat", system=sname)
     if prof.switches_per_s is None:
         return {}
@@ -217,6 +237,9 @@ def wrk_switches(ctx: Context, sname: str, seconds: float, conns: int) -> dict[s
     r = {"core0_wrk_switches_per_s": float(prof.switches_per_s)}
     if per_req is not None:
         r["core0_wrk_switches_per_req"] = per_req
+    if y0 is not None and y1 is not None and y1[1] > y0[1]:
+        r["core0_wrk_yields_per_pkt"] = round((y1[0] - y0[0]) / (y1[1] - y0[1]), 2)
+        ctx.log(f"{sname} under wrk: {r['core0_wrk_yields_per_pkt']} yields a packet")
     return r
 
 
@@ -319,6 +342,7 @@ def run(ctx: Context) -> None:
             "wakeups_per_s",
             "wrk_switches_per_s",
             "wrk_switches_per_req",
+            "wrk_yields_per_pkt",
         ):
             if (v := r.get(f"core0_{count}")) is not None:
                 ctx.summary[f"core0_{count}_{s}"] = v[0]
@@ -406,7 +430,10 @@ def run(ctx: Context) -> None:
         "own, idle, other; core0_switches_per_s, core0_wakeups_per_s: the core's context "
         "switches and the tasks woken onto it over the same 2 s (perf stat); "
         "core0_wrk_switches_per_s, core0_wrk_switches_per_req: core 0's context switches "
-        "over 2 s of a 3 s wrk in the same repetition, per second and per request."
+        "over 2 s of a 3 s wrk in the same repetition, per second and per request; "
+        "core0_wrk_yields_per_pkt (Squall): the sched_yields of its manager and NFs over that "
+        "wrk per packet into the chain, the hand-overs of core 0 a packet costs (a 3-process "
+        "chain needs about 4: manager, three hops, manager)."
     )
 
 
