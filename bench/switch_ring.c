@@ -6,9 +6,14 @@
  * tasks are processes (an address space each, as Squall's NFs) or threads
  * of one process (the same switches without an address-space change), so
  * the two side by side show what the address-space switch itself costs
- * here, and how that grows with the number of tasks in rotation.
+ * here, and how that grows with the number of tasks in rotation. Mode
+ * yield: processes that never sleep, each spinning with sched_yield() until
+ * the token is its own, as the manager and the awake NFs of a chain sharing
+ * its core hand the core on (lib/nf.c spin_for_pkts, mgr/idle.c
+ * mgr_idle_yield): a hop is then a yield and a switch, and the yields of the
+ * tasks the scheduler picks without the token are in its cost too.
  *
- *   switch_ring proc|thread N HOPS CORE [PAGES]
+ *   switch_ring proc|thread|yield N HOPS CORE [PAGES]
  *
  * Each task writes one byte to each of PAGES private 4 KB pages per hop
  * (default 4: an NF touches its stack, its state and a few code pages).
@@ -52,6 +57,7 @@ struct ring {
 };
 
 static struct ring *ring;
+static bool yielding; /* mode yield: spin with sched_yield(), no futex */
 
 /* Not FUTEX_PRIVATE, in both modes: Squall's words are in a shared mapping. */
 static void
@@ -77,8 +83,12 @@ task(uint32_t i)
 		exit(1);
 	memset((char *)mem, 0, (size_t)ring->pages * PAGE);
 	for (;;) {
-		while (atomic_load(&ring->w[i].go) == 0)
-			futex_wait(&ring->w[i].go, 0);
+		while (atomic_load(&ring->w[i].go) == 0) {
+			if (yielding)
+				sched_yield();
+			else
+				futex_wait(&ring->w[i].go, 0);
+		}
 		atomic_store(&ring->w[i].go, 0);
 		if (atomic_load(&ring->stop))
 			break;
@@ -89,11 +99,13 @@ task(uint32_t i)
 			atomic_store(&ring->stop, 1);
 		}
 		atomic_store(&ring->w[next].go, 1);
-		futex_wake(&ring->w[next].go);
+		if (!yielding)
+			futex_wake(&ring->w[next].go);
 	}
 	/* Pass the stop on so every task leaves its wait. */
 	atomic_store(&ring->w[next].go, 1);
-	futex_wake(&ring->w[next].go);
+	if (!yielding)
+		futex_wake(&ring->w[next].go);
 }
 
 /* A decimal integer in [lo, hi], nothing after it. */
@@ -124,11 +136,13 @@ main(int argc, char **argv)
 	double t0;
 	size_t size;
 
-	if (argc < 5 || (strcmp(argv[1], "proc") != 0 && strcmp(argv[1], "thread") != 0)) {
-		fprintf(stderr, "usage: %s proc|thread N HOPS CORE [PAGES]\n", argv[0]);
+	if (argc < 5 || (strcmp(argv[1], "proc") != 0 && strcmp(argv[1], "thread") != 0 &&
+			 strcmp(argv[1], "yield") != 0)) {
+		fprintf(stderr, "usage: %s proc|thread|yield N HOPS CORE [PAGES]\n", argv[0]);
 		return 2;
 	}
-	procs = strcmp(argv[1], "proc") == 0;
+	yielding = strcmp(argv[1], "yield") == 0;
+	procs = yielding || strcmp(argv[1], "proc") == 0;
 	if (!parse_u64(argv[2], 2, 100000, &n) || !parse_u64(argv[3], 1, UINT64_MAX / 2, &hops) ||
 	    !parse_u64(argv[4], 0, CPU_SETSIZE - 1, &core) ||
 	    !parse_u64(argc > 5 ? argv[5] : "4", 0, 4096, &pages)) {

@@ -4,6 +4,8 @@ as ratios to Squall. Issue 5 "peers in the same run"; seed 000 §6 setups."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -13,6 +15,7 @@ from typing import Any
 from squall.bench import netns, profile, targets
 from squall.bench.experiment import Context, Experiment, Figure, Series, rounded, spread
 from squall.bench.manager import BenchError
+from squall.bench.paths import BUILD
 
 # af_xdp's preferred busy polling (its default busy_budget, 64) makes every
 # empty rx poll a recvfrom(); off, the manager polls its rings alone and, idle,
@@ -79,6 +82,10 @@ FWD_COMMS = {
     "testpmd-io": r"^(rte-worker|lcore-worker|dpdk-testpmd)",
 }
 PROFILE_CPU = 0
+# The hand-over floor: a token round 4 processes on core 0 (the manager and a
+# 3-NF chain), each spinning with sched_yield() until it holds it.
+SWITCH_RING = BUILD / "bench" / "switch_ring"
+YIELD_RING = ["yield", "4", "100000", str(PROFILE_CPU)]
 
 
 def _slug(name: str) -> str:
@@ -265,6 +272,22 @@ def measure_twice(
     return None
 
 
+def yield_hop_ns(ctx: Context) -> float | None:
+    """What one hand-over of core 0 by sched_yield costs here (switch_ring
+    yield: the syscall, the switch, and the yields of tasks picked without
+    work), measured before the systems run; None if it cannot run."""
+    cmd = [str(SWITCH_RING), *YIELD_RING]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=120)
+        ns = float(json.loads(out.stdout)["ns_per_hop"])
+    except (OSError, subprocess.SubprocessError, ValueError, KeyError) as e:
+        ctx.unavailable["yield_hop"] = f"{' '.join(cmd)}: {e}"
+        return None
+    ctx.command(cmd, what="switch_ring yield")
+    ctx.log(f"a yield hand-over of core {PROFILE_CPU}: {ns:.0f} ns")
+    return ns
+
+
 def run(ctx: Context) -> None:
     iperf_s = ctx.param("iperf_s", 5.0, 1.0)
     wrk_s = ctx.param("wrk_s", 5.0, 1.0)
@@ -275,6 +298,9 @@ def run(ctx: Context) -> None:
         ctx.unavailable["profile"] = why
         profile_s = 0.0
     tr = Traffic(iperf_s, wrk_s, conns, body, profile_s)
+    hop_ns = yield_hop_ns(ctx) if profile_s > 0 else None
+    if hop_ns is not None:
+        ctx.summary["ns_per_yield_hop_core0"] = rounded(hop_ns, 0)
     peers, why_no_peers = targets.peers()
     if why_no_peers:
         ctx.unavailable["peers"] = why_no_peers
@@ -346,6 +372,13 @@ def run(ctx: Context) -> None:
         ):
             if (v := r.get(f"core0_{count}")) is not None:
                 ctx.summary[f"core0_{count}_{s}"] = v[0]
+        # Core 0's switches at the floor's price: its share spent handing over.
+        for count, pct in (
+            ("switches_per_s", "switch_pct"),
+            ("wrk_switches_per_s", "wrk_switch_pct"),
+        ):
+            if hop_ns is not None and (v := r.get(f"core0_{count}")) is not None:
+                ctx.summary[f"core0_{pct}_{s}"] = rounded(v[0] * hop_ns / 1e7, 1)
         if sname != "squall":
             ctx.summary[f"ratio_iperf3_{s}_vs_squall"] = rounded(g / sq_gbps) if sq_gbps else None
             ctx.summary[f"ratio_wrk_{s}_vs_squall"] = rounded(q / sq_rps) if sq_rps else None
@@ -433,7 +466,11 @@ def run(ctx: Context) -> None:
         "over 2 s of a 3 s wrk in the same repetition, per second and per request; "
         "core0_wrk_yields_per_pkt (Squall): the sched_yields of its manager and NFs over that "
         "wrk per packet into the chain, the hand-overs of core 0 a packet costs (a 3-process "
-        "chain needs about 4: manager, three hops, manager)."
+        "chain needs about 4: manager, three hops, manager). ns_per_yield_hop_core0: before the "
+        "systems run, a token round 4 processes on core 0 that spin with sched_yield until "
+        "they hold it (bench/switch_ring yield), per hand-over; core0_switch_pct (under "
+        "iperf3) and core0_wrk_switch_pct (under wrk): each system's core-0 switches a second "
+        "at that price, the share of core 0 its hand-overs take."
     )
 
 
