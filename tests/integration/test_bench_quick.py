@@ -224,3 +224,20 @@ def test_core_profile_reads_perf_stat_counts() -> None:
     assert got == {"context-switches": 83326, "sched:sched_wakeup": 16263}
     assert set(profile.STAT_EVENTS) <= set(got)
     assert profile.parse_stat("event syntax error: 'x'\n") == {}
+
+
+@pytest.mark.parametrize("mode", ["proc", "thread", "yield"])
+def test_switch_ring_passes_its_token_round(mode: str) -> None:
+    """bench/switch_ring, the hand-over floor (switch_cost, tcp_peers): the
+    token goes round 3 tasks on one core the hops asked, by futex wakes or
+    (yield) by tasks spinning with sched_yield, and the cost is reported."""
+    ring = MGR_BIN.parents[1] / "bench" / "switch_ring"
+    r = subprocess.run(
+        [str(ring), mode, "3", "300", "0"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["mode"] == mode and out["n"] == 3 and out["hops"] == 300, out
+    assert out["ns_per_hop"] > 0, out
+    bad = subprocess.run([str(ring), "spin", "3", "300", "0"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "proc|thread|yield" in bad.stderr, bad
