@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import MGR_BIN, REGION_DIRS, REPO, processes_mentioning
+from conftest import BUILD, MGR_BIN, REGION_DIRS, REPO, processes_mentioning
 from squall.bench import profile, registry
 from squall.bench.search import NDR, PDR, Phase, RateSearch, Trial
 
@@ -231,7 +231,7 @@ def test_switch_ring_passes_its_token_round(mode: str) -> None:
     """bench/switch_ring, the hand-over floor (switch_cost, tcp_peers): the
     token goes round 3 tasks on one core the hops asked, by futex wakes or
     (yield) by tasks spinning with sched_yield, and the cost is reported."""
-    ring = MGR_BIN.parents[1] / "bench" / "switch_ring"
+    ring = BUILD / "bench" / "switch_ring"
     r = subprocess.run(
         [str(ring), mode, "3", "300", "0"], capture_output=True, text=True, timeout=60, check=False
     )
