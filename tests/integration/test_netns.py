@@ -17,12 +17,6 @@ NETNS_SH = REPO / "scripts" / "netns.sh"
 SERVER_IP = "10.77.0.2"
 HTTP_PORT = 8077
 BODY_BYTES = 1 << 20
-HTTP_SERVER = """
-import functools, http.server, sys
-http.server.ThreadingHTTPServer.request_queue_size = 128
-handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[3])
-http.server.ThreadingHTTPServer((sys.argv[1], int(sys.argv[2])), handler).serve_forever()
-"""
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root: creates network namespaces"),
@@ -49,27 +43,15 @@ def netns() -> Iterator[None]:
 
 @pytest.fixture
 def http_server(netns: None, tmp_path: Path) -> Iterator[bytes]:
-    """Python's http.server in namespace server, serving one random file, with
-    a listen queue of 128 as a real server has (python3 -m http.server listens
-    with 5, fewer than the 50 connections ab opens at once)."""
+    """python3 -m http.server in namespace server, serving one random file."""
     www = tmp_path / "www"
     www.mkdir()
     body = os.urandom(BODY_BYTES)
     (www / "blob.bin").write_bytes(body)
     log = (tmp_path / "http.log").open("wb")
+    cmd = ["ip", "netns", "exec", "server", "python3", "-m", "http.server", str(HTTP_PORT)]
     proc = subprocess.Popen(
-        [
-            "ip",
-            "netns",
-            "exec",
-            "server",
-            "python3",
-            "-c",
-            HTTP_SERVER,
-            SERVER_IP,
-            str(HTTP_PORT),
-            str(www),
-        ],
+        [*cmd, "--bind", SERVER_IP, "--directory", str(www)],
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
