@@ -174,17 +174,51 @@ socket_domain(int fd)
 	return domain;
 }
 
+/* Is @p key (as "key=") one of the arguments after the device name? */
+static bool
+devargs_has(const char *devargs, const char *key)
+{
+	size_t n = strlen(key);
+
+	for (const char *a = strchr(devargs, ','); a != NULL; a = strchr(a + 1, ','))
+		if (strncmp(a + 1, key, n) == 0 && a[1 + n] == '=')
+			return true;
+	return false;
+}
+
+/* af_packet takes its ring size from its devargs (framecnt, 512 frames by
+ * default), not from the queue setup's descriptor count, which it ignores:
+ * the port's rx_desc would size nothing. Unless the devargs shape the ring
+ * themselves, rx_desc becomes framecnt (one count for its rx and its tx
+ * ring; even, for two 2 KiB frames per 4 KiB block). @return the devargs to
+ * probe: @p devargs or @p buf. */
+static const char *
+sized_devargs(const struct sq_cfg_port *cp, const char *devargs, char *buf, size_t len)
+{
+	char name[RTE_DEV_NAME_MAX_LEN];
+	int n;
+
+	devargs_name(devargs, name, sizeof(name));
+	if ((strncmp(name, "net_af_packet", 13) != 0 && strncmp(name, "eth_af_packet", 13) != 0) ||
+	    devargs_has(devargs, "framecnt") || devargs_has(devargs, "blocksz") ||
+	    devargs_has(devargs, "framesz"))
+		return devargs;
+	n = snprintf(buf, len, "%s,framecnt=%u", devargs, (cp->rx_desc + 1u) & ~1u);
+	return n > 0 && (size_t)n < len ? buf : devargs;
+}
+
 /* Probe, configure and start one devargs alternative. */
 static int
 try_devargs(struct mgr *mgr, const struct sq_cfg_port *cp, const char *devargs, uint16_t *port_id,
 	    int *rx_sock_fd)
 {
 	uint64_t sockets[SOCK_FDS_MAX / 64];
-	char name[RTE_DEV_NAME_MAX_LEN];
+	char name[RTE_DEV_NAME_MAX_LEN], sized[SQ_CFG_DEVARGS_LEN + 32];
 	int ret;
 
 	packet_sockets(sockets);
 	devargs_name(devargs, name, sizeof(name));
+	devargs = sized_devargs(cp, devargs, sized, sizeof(sized));
 	/* A NIC on EAL's allow-list was probed at start (mgr_ports_eal_args);
 	 * one that is absent, or bound to no DPDK driver, was not: probing it
 	 * again says why. */

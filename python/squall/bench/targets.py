@@ -187,12 +187,13 @@ def flow_config(
     **manager: Any,
 ) -> dict[str, Any]:
     """squall-mgr between the namespaces with one service, both directions
-    steered by `assign` (rss, spray, round-robin, per-flow)."""
+    steered by `assign` (rss, spray, round-robin, per-flow); af_packet rings
+    of 4,096 frames (docs/config.md's advice for real TCP on veth)."""
     return config.manager_config(
         name,
         ports=[
-            {"name": "client", "devargs": f"net_af_packet0,iface={CLIENT_END}"},
-            {"name": "server", "devargs": f"net_af_packet1,iface={SERVER_END}"},
+            {"name": "client", "devargs": f"net_af_packet0,iface={CLIENT_END}", "rx_desc": 4096},
+            {"name": "server", "devargs": f"net_af_packet1,iface={SERVER_END}", "rx_desc": 4096},
         ],
         services=[service],
         chains=[{"name": "c", "services": [service.name]}],
