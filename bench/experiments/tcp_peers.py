@@ -404,6 +404,11 @@ def run(ctx: Context) -> None:
         for tool, key in (("iperf3", "gbps"), ("wrk", "rps")):
             num, den = spread(res[mine][key])["median"], spread(res[peer][key])["median"]
             ctx.summary[f"ratio_{tool}_{a}_vs_{b}"] = rounded(num / den) if den else None
+            # Paired by round (the two ran minutes apart, in the same VM
+            # weather): in how many rounds mine carried more. A ratio of
+            # medians near 1.0 is a verdict only if this agrees with it.
+            rounds = zip(res[mine][key], res[peer][key], strict=True)
+            ctx.summary[f"reps_won_{tool}_{a}_vs_{b}"] = sum(x > y for x, y in rounds)
         ctx.summary[f"ratio_p99_wrk_{a}_vs_{b}"] = rounded(
             spread(res[mine]["p99_us"])["median"] / spread(res[peer]["p99_us"])["median"]
         )
