@@ -969,6 +969,12 @@ parse_scale(struct ctx *c, const yaml_node_t *node, const char *base, struct sq_
 		ret = get_u32(c, v[SCALE_MAX], b, "max", sc->min, 16384, &sc->max);
 	if (ret == 0)
 		ret = get_u32(c, v[SCALE_HIGH], b, "high_wm", 1, 100, &sc->high_wm_pct);
+	/* A high_wm at or below low_wm's default: the default must not be
+	 * kept silently (the config written back would not load). */
+	if (ret == 0 && v[SCALE_LOW] == NULL && sc->low_wm_pct >= sc->high_wm_pct)
+		return fail(c, v[SCALE_HIGH], b, "high_wm",
+			    "%u is not above low_wm %u (its default): give low_wm below it",
+			    sc->high_wm_pct, sc->low_wm_pct);
 	if (ret == 0)
 		ret = get_u32(c, v[SCALE_LOW], b, "low_wm", 0, sc->high_wm_pct - 1,
 			      &sc->low_wm_pct);

@@ -237,6 +237,7 @@ plan_manager(struct plan *p, const struct sq_config *cur, const struct sq_config
 	FIXED(rx_burst);
 	FIXED(chain_priority);
 	FIXED(max_flows);
+	FIXED(max_nfs); /* the region's NF slots, made at start */
 	FIXED(flow_idle_timeout_ms);
 	FIXED(flow_linger_ms);
 	FIXED(flow_half_open_timeout_ms);

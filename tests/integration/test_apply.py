@@ -215,6 +215,15 @@ def test_get_config_round_trips_through_apply(mgr: Manager, tmp_path: Path) -> N
     # The same text starts a manager of its own: it is a whole config.
     r2 = check_config(path)
     assert r2.returncode == 0, r2.stderr
+    # Keys that size the region are refused, each by name, nothing changed.
+    for key, value in (("max_nfs", 4096), ("region_mb", 512)):
+        cfg = two_chains(mgr, ["f1", "f2"])
+        cfg["manager"][key] = value
+        path.write_text(to_yaml(cfg))
+        r = squallctl(mgr, "apply", str(path))
+        assert r.returncode == 2, (key, r.stdout, r.stderr)
+        assert f"manager.{key}: cannot change while running" in r.stderr, r.stderr
+    assert get_config(mgr) == text
     mgr.finish()
 
 
