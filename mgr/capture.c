@@ -1275,7 +1275,7 @@ mgr_capture_init(struct mgr *mgr)
 	if (rte_telemetry_register_cmd(
 		    "/squall/capture_start", cmd_capture_start,
 		    "Start a capture: point=,port=|chain=,hop=|service=|nf=,"
-		    "path=/ABS[,count=,duration_ms=,snaplen=,ring=][,filter=BPF]") < 0 ||
+		    "path=/ABS[,count=,duration_ms=,snaplen=,ring=,writer=][,filter=BPF]") < 0 ||
 	    rte_telemetry_register_cmd("/squall/capture_stop", cmd_capture_stop,
 				       "End a capture: /squall/capture_stop,ID") < 0 ||
 	    rte_telemetry_register_cmd("/squall/captures", cmd_captures,

@@ -33,12 +33,13 @@
 		"help", no_argument, NULL, 'h'                                            \
 	}
 
-#define NF_OPT_COMMON_HELP                                                   \
-	"  -h, --help      show this help and exit\n"                        \
-	"\n"                                                                 \
-	"squall-mgr starts NFs and passes the region and the NF id in the\n" \
-	"environment (SQUALL_REGION, SQUALL_NF_ID); by hand, add\n"          \
-	"--sq-region PATH --sq-id N. SQUALL_LOG_LEVEL=debug for more logs.\n"
+#define NF_OPT_COMMON_HELP                                                    \
+	"  -h, --help      show this help and exit\n"                         \
+	"\n"                                                                  \
+	"squall-mgr starts NFs and passes the region (SQUALL_REGION_FD, or\n" \
+	"SQUALL_REGION) and the NF id (SQUALL_NF_ID) in the environment;\n"   \
+	"by hand, add --sq-region PATH --sq-id N. SQUALL_LOG_LEVEL=debug\n"   \
+	"for more logs.\n"
 
 /* After a getopt_long() error (already printed by getopt). */
 static inline int

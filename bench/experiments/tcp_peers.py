@@ -392,6 +392,7 @@ def run(ctx: Context) -> None:
         ("squall-chain3", "kernel-nft-chain"),
         ("squall-chain3", "squall-chain3-hops-above"),
         ("squall-chain3", "squall-chain3-idle-fixed"),
+        ("squall-chain3-idle-fixed", "ovs-dpdk"),
         ("squall", "kernel-bridge"),
         ("squall", "testpmd-io"),
         ("squall-chain3", "testpmd-io"),

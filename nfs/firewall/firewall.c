@@ -51,7 +51,7 @@ usage(FILE *f)
 		   "judged by the rules).\n"
 		   "\n"
 		   "  --rule RULE       append RULE: allow|deny, then any of src=PREFIX,\n"
-		   "                    dst=PREFIX, proto=tcp|udp|icmp|icmpv6|sctp|N,\n"
+		   "                    dst=PREFIX, proto=tcp|udp|icmp|icmpv6|icmp6|sctp|any|N,\n"
 		   "                    sport=N[-M], dport=N[-M], family=ipv4|ipv6, separated\n"
 		   "                    by commas or blanks, e.g. \"deny,src=10.0.0.0/8,proto=\n"
 		   "                    tcp,dport=22\" or \"allow,dst=fd00::/64,proto=udp\".\n"

@@ -65,7 +65,8 @@ usage(FILE *f)
 	fprintf(f,
 		"Usage: " NF_NAME
 		" [--snat PREFIX=ADDR[:LO-HI]] [--dnat PROTO:ADDR:PORT=ADDR:PORT]...\n"
-		"       [--ports-per-instance N] [--table-size N]\n"
+		"       [--ports-per-instance N] [--table-size N] [--zone-by-port PORT=ZONE]...\n"
+		"       [--return-by-in-port]\n"
 		"Translate IPv4 connections: SNAT rewrites the source of connections opened\n"
 		"from PREFIX to ADDR and a port of LO-HI (default 1024-65535; ICMP echo gets an\n"
 		"identifier from the same range); DNAT rewrites the destination ADDR:PORT of\n"

@@ -94,9 +94,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--writer",
         choices=["idle", "share"],
-        help="idle (default): the writer runs only when the NFs leave its core idle, so "
-        "the capture never costs traffic but drops copies under load; share: it takes up "
-        "to a tenth of that core, keeping more copies at the NFs' expense",
+        help="share (the manager's default): the writer takes up to a tenth of the NFs' "
+        "core, keeping more copies at the NFs' expense; idle: it runs only when the NFs "
+        "leave its core idle, so the capture never costs traffic but drops copies under "
+        "load",
     )
     p.add_argument(
         "-w",

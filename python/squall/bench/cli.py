@@ -143,15 +143,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--systems",
         default=None,
-        help="systems to compare, comma-separated: squall and peers (default: all available)",
+        help="systems to compare, comma-separated: squall and peers (default: all available; "
+        "with --quick, tcp_peers and ct_peers run their own smaller set: docs/bench.md)",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     p.set_defaults(fn=cmd_run)
 
-    p = sub.add_parser("report", help="results/report.md from the latest runs")
+    p = sub.add_parser("report", help="results/report.md and report.html from the latest runs")
     p.add_argument("names", nargs="*", help="only these experiments")
     p.add_argument(
-        "--publish", action="store_true", help="also docs/results/NAME.json, PNGs, README.md"
+        "--publish",
+        action="store_true",
+        help="also docs/results/NAME.json, PNGs, README.md, index.html",
     )
     p.add_argument("--include-quick", action="store_true", help="publish --quick runs too")
     p.add_argument(
