@@ -1757,7 +1757,7 @@ mgr_control_init(struct mgr *mgr, const char *nf_path)
 				       "Apply a config file to the running manager. Params: "
 				       "PATH[,check][,end_flows]") < 0 ||
 	    rte_telemetry_register_cmd("/squall/config", cmd_config,
-				       "The running config as YAML, 8 KiB at a time. Params: "
+				       "The running config as YAML, 4 KiB at a time. Params: "
 				       "[OFFSET]") < 0 ||
 	    rte_telemetry_register_cmd("/squall/control", cmd_control,
 				       "Counts of applied changes") < 0)
