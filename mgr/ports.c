@@ -11,6 +11,7 @@
 #include <linux/if_packet.h>
 #include <linux/if_xdp.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <rte_bus.h>
 #include <rte_dev.h>
@@ -186,16 +187,22 @@ devargs_has(const char *devargs, const char *key)
 	return false;
 }
 
+/* af_packet's default frame size; its blocks are a page each */
+#define AF_PACKET_FRAME_BYTES 2048u
+
 /* af_packet takes its ring size from its devargs (framecnt, 512 frames by
  * default), not from the queue setup's descriptor count, which it ignores:
  * the port's rx_desc would size nothing. Unless the devargs shape the ring
- * themselves, rx_desc becomes framecnt (one count for its rx and its tx
- * ring; even, for two 2 KiB frames per 4 KiB block). @return the devargs to
- * probe: @p devargs or @p buf. */
+ * themselves, rx_desc becomes framecnt: one count for its rx and its tx
+ * ring, rounded up to whole blocks (a page holds two 2 KiB frames on x86,
+ * 32 with 64 KiB pages; the kernel takes no partial block). @return the
+ * devargs to probe: @p devargs or @p buf. */
 static const char *
 sized_devargs(const struct sq_cfg_port *cp, const char *devargs, char *buf, size_t len)
 {
+	unsigned int per_block = (unsigned int)getpagesize() / AF_PACKET_FRAME_BYTES;
 	char name[RTE_DEV_NAME_MAX_LEN];
+	unsigned int frames;
 	int n;
 
 	devargs_name(devargs, name, sizeof(name));
@@ -203,7 +210,9 @@ sized_devargs(const struct sq_cfg_port *cp, const char *devargs, char *buf, size
 	    devargs_has(devargs, "framecnt") || devargs_has(devargs, "blocksz") ||
 	    devargs_has(devargs, "framesz"))
 		return devargs;
-	n = snprintf(buf, len, "%s,framecnt=%u", devargs, (cp->rx_desc + 1u) & ~1u);
+	per_block = RTE_MAX(per_block, 1u);
+	frames = (cp->rx_desc + per_block - 1) / per_block * per_block;
+	n = snprintf(buf, len, "%s,framecnt=%u", devargs, frames);
 	return n > 0 && (size_t)n < len ? buf : devargs;
 }
 
@@ -249,6 +258,21 @@ out_unprobe:
 	return ret;
 }
 
+/* try_devargs, and when DPDK refused what the manager added to the devargs,
+ * the string it was given (the error names the configured one). */
+static int
+try_port(struct mgr *mgr, const struct sq_cfg_port *cp, const char *devargs, uint16_t *port_id,
+	 int *rx_sock_fd)
+{
+	char sized[SQ_CFG_DEVARGS_LEN + 32];
+	int ret = try_devargs(mgr, cp, devargs, port_id, rx_sock_fd);
+
+	if (ret < 0 && sized_devargs(cp, devargs, sized, sizeof(sized)) == sized)
+		MGR_LOG(WARNING, "port %s: DPDK was given \"%s\" (framecnt: rx_desc)\n", cp->name,
+			sized);
+	return ret;
+}
+
 static int
 init_port(struct mgr *mgr, uint16_t idx, char *err, size_t err_len)
 {
@@ -258,7 +282,7 @@ init_port(struct mgr *mgr, uint16_t idx, char *err, size_t err_len)
 
 	port->rx_sock_fd = -1;
 	for (uint16_t a = 0; a < cp->n_devargs; a++) {
-		ret = try_devargs(mgr, cp, cp->devargs[a], &port->port_id, &port->rx_sock_fd);
+		ret = try_port(mgr, cp, cp->devargs[a], &port->port_id, &port->rx_sock_fd);
 		if (ret == 0) {
 			port->rx_sock_domain = socket_domain(port->rx_sock_fd);
 			snprintf(port->name, sizeof(port->name), "%s", cp->name);

@@ -192,11 +192,11 @@ def test_kernel_ring_drops_are_counted(
     fill ring found empty): the manager reads the socket's PACKET_STATISTICS
     or XDP_STATISTICS (rx ring full) into the port's rx_eth_missed. With the
     manager stopped, 2,000 frames meet a ring of 512 (af_packet_rx_desc:
-    1,024, the port's rx_desc, which af_packet gets as its framecnt): the
+    768, the port's rx_desc, which af_packet gets as its framecnt): the
     port's rx_pkts and rx_eth_missed account for every one, and the ring held
     its size."""
     a0, a1, b0, b1 = veths
-    ring = 1024 if kind == "af_packet_rx_desc" else 512
+    ring = 768 if kind == "af_packet_rx_desc" else 512
     if kind == "af_packet":
         ports = [
             {"name": "a", "devargs": f"net_af_packet0,iface={a1},framecnt=512"},
@@ -241,7 +241,7 @@ def test_kernel_ring_drops_are_counted(
     assert a["rx_eth_missed"] >= len(frames) - ring - 8, a  # the ring held its size
     if kind != "af_xdp":
         # and no less: every af_packet frame holds one (a ring left at
-        # af_packet's default 512 would miss 1,488 of 2,000, not 976)
+        # af_packet's default 512 would miss 1,488 of 2,000, not 1,232)
         assert a["rx_eth_missed"] <= len(frames) - ring, a
         mgr.finish()
         return
