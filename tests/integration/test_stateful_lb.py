@@ -294,7 +294,9 @@ def test_backends_reload_from_file(backends: bytes, mgr: Manager, tmp_path: Path
     assert new_conns(20) == {str(PORTS[2]), str(SPARE)}
     listed.write_text("not an endpoint\n")
     assert lb_say(mgr, "reload") == "not reloaded: old backends kept"
-    assert new_conns(10) == {str(PORTS[2]), str(SPARE)}
+    # The old two only (not both each time: 10 connections all hashed to one
+    # of two backends happens, 1 run in a few hundred; one CI run met it).
+    assert new_conns(10) <= {str(PORTS[2]), str(SPARE)}
     listed.write_text(f"{SERVER_IP}:{PORTS[1]}\n")
     pids = mgr.live_nf_pids()
     assert len(pids) == 1, pids
