@@ -9,11 +9,11 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
 from squall import capture, control, exporter, msg, scale
 from squall.api import ControlApi, Nf, Port, Stats
+from squall.console import console
 from squall.exit import Exit
 from squall.telemetry import (
     NotRunningError,
@@ -122,10 +122,10 @@ def cmd_status(args: argparse.Namespace, api: ControlApi) -> Exit:
             }
         )
         return Exit.OK
-    console = Console()
-    console.print(_stats_table(api.stats(), api.drop_causes()))
-    console.print(_ports_table(api.ports()))
-    console.print(_nfs_table(api.nfs()))
+    out = console()
+    out.print(_stats_table(api.stats(), api.drop_causes()))
+    out.print(_ports_table(api.ports()))
+    out.print(_nfs_table(api.nfs()))
     return Exit.OK
 
 
@@ -133,7 +133,7 @@ def cmd_ports(args: argparse.Namespace, api: ControlApi) -> Exit:
     if args.json:
         _print_json(api.ports_dict())
     else:
-        Console().print(_ports_table(api.ports()))
+        console().print(_ports_table(api.ports()))
     return Exit.OK
 
 
@@ -141,7 +141,7 @@ def cmd_nfs(args: argparse.Namespace, api: ControlApi) -> Exit:
     if args.json:
         _print_json(api.nfs_dict())
     else:
-        Console().print(_nfs_table(api.nfs()))
+        console().print(_nfs_table(api.nfs()))
     return Exit.OK
 
 
@@ -159,7 +159,7 @@ def cmd_chains(args: argparse.Namespace, api: ControlApi) -> Exit:
             f"{c.tx_pkts:,}",
             f"{c.visits_mismatch:,}",
         )
-    Console().print(table)
+    console().print(table)
     return Exit.OK
 
 
@@ -178,7 +178,7 @@ def cmd_drops(args: argparse.Namespace, api: ControlApi) -> Exit:
     for cause in sorted(set(causes) | set(st.drops)):
         table.add_row(cause, causes.get(cause, ""), f"{st.drops.get(cause, 0):,}")
     table.add_row("total", "", f"{st.drop_pkts:,}")
-    Console().print(table)
+    console().print(table)
     return Exit.OK
 
 

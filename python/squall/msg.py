@@ -14,9 +14,9 @@ import json
 import sys
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
+from squall.console import console
 from squall.exit import Exit
 from squall.telemetry import Telemetry
 
@@ -79,13 +79,13 @@ def run_show(args: argparse.Namespace, tm: Telemetry) -> Exit:
     if getattr(args, "json", False):
         print(json.dumps({"totals": reply, "messages": entries}, indent=2, sort_keys=True))
         return Exit.OK
-    console = Console()
-    console.print(", ".join(f"{k} {reply[k]}" for k in TOTALS))
+    out = console()
+    out.print(", ".join(f"{k} {reply[k]}" for k in TOTALS))
     if per_nf:
         table = Table("nf", *TOTALS, "acked", title="per NF")
         for key, c in sorted(per_nf.items(), key=lambda kv: int(kv[0][2:])):
             table.add_row(key[2:], *(str(c[t]) for t in TOTALS), c["acked"])
-        console.print(table)
+        out.print(table)
     table = Table("seq", "ms", "dir", "nf", "service#instance", "type", "kind", "data")
     for e in entries:
         table.add_row(
@@ -98,7 +98,7 @@ def run_show(args: argparse.Namespace, tm: Telemetry) -> Exit:
             e["kind"],
             _shown(e["data"]),
         )
-    console.print(table)
+    out.print(table)
     return Exit.OK
 
 

@@ -15,9 +15,9 @@ import json
 import sys
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
+from squall.console import console
 from squall.exit import Exit
 from squall.telemetry import Telemetry
 
@@ -81,14 +81,14 @@ def _show_all(tm: Telemetry, as_json: bool) -> Exit:
         table.add_row(
             name, f"{s['min']}..{s['max']}", str(s["target"]), *(str(s[c]) for c in SERVICE_COLUMNS)
         )
-    console = Console()
-    console.print(table)
-    console.print(
+    out = console()
+    out.print(table)
+    out.print(
         f"scale-out to first packet p50: {reply['scale_out_us_p50'] / 1000:.2f} ms "
         f"({reply['scale_out_samples']} samples); rerun p50: "
         f"{reply['rerun_us_p50'] / 1000:.2f} ms ({reply['rerun_samples']} samples)"
     )
-    console.print(_events_table(events[-20:]))
+    out.print(_events_table(events[-20:]))
     return Exit.OK
 
 
@@ -120,7 +120,7 @@ def _show_one(tm: Telemetry, service: str, as_json: bool) -> Exit:
                 for c in ("instance", "nf", "pid", "state", "flows", "load_pct", "queue", "cost_ns")
             )
         )
-    Console().print(table)
+    console().print(table)
     return Exit.OK
 
 

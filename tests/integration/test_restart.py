@@ -83,7 +83,7 @@ def test_killed_instances_come_back(mgr: Manager) -> None:
         [sys.executable, "-m", "squall.ctl", "--name", mgr.name, "nfs"],
         capture_output=True,
         text=True,
-        env=dict(os.environ, PYTHONPATH=str(REPO / "python"), COLUMNS="250"),
+        env=dict(os.environ, PYTHONPATH=str(REPO / "python")),
         check=False,
         timeout=30,
     )

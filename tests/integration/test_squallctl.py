@@ -18,7 +18,10 @@ N_PKTS = 100
 
 
 def squallctl(*args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(REPO / "python"), COLUMNS="200")
+    # piped, as in a log, with no COLUMNS: the tables must still show whole
+    # cells (squall/console.py)
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    env["PYTHONPATH"] = str(REPO / "python")
     return subprocess.run(
         [sys.executable, "-m", "squall.ctl", *args],
         capture_output=True,
@@ -97,8 +100,10 @@ def test_squallctl_json(running: Manager) -> None:
 def test_squallctl_tables(running: Manager) -> None:
     r = squallctl("--name", running.name, "status")
     assert r.returncode == 0, r.stderr
-    for text in ("rx_pkts", "in", "out", "s1#0", "sig_pkts=100"):
+    pids = [str(nf["pid"]) for nf in running.nfs().values()]
+    for text in ("rx_pkts", "in", "out", "s1#0", "sig_pkts=100", *pids):
         assert text in r.stdout, (text, r.stdout)
+    assert "…" not in r.stdout, r.stdout  # no cell cut short
     for cmd in ("ports", "nfs", "chains", "drops"):
         r = squallctl("--name", running.name, cmd)
         assert r.returncode == 0, (cmd, r.stderr)

@@ -13,11 +13,11 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from rich.console import Console
 from rich.table import Table
 
 from squall.bench import registry, report, runner
 from squall.bench.paths import RESULTS_DIR
+from squall.console import console
 from squall.exit import Exit
 
 
@@ -44,7 +44,7 @@ def cmd_list(args: argparse.Namespace) -> Exit:
         table.add_row(
             e.name, e.title, e.seed, f"~{e.full_minutes:g} min", "ok" if why is None else why
         )
-    Console().print(table)
+    console().print(table)
     print("--quick runs any of them in under a minute.", file=sys.stderr)
     return Exit.OK
 
