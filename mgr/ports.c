@@ -11,6 +11,7 @@
 #include <linux/if_packet.h>
 #include <linux/if_xdp.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <rte_bus.h>
@@ -175,16 +176,46 @@ socket_domain(int fd)
 	return domain;
 }
 
-/* Is @p key (as "key=") one of the arguments after the device name? */
+/* Is @p key (as "key=") one of the arguments after the device name? Its
+ * value into @p buf (@p len bytes, cut short if longer) if @p buf is given. */
 static bool
-devargs_has(const char *devargs, const char *key)
+devargs_value(const char *devargs, const char *key, char *buf, size_t len)
 {
 	size_t n = strlen(key);
 
 	for (const char *a = strchr(devargs, ','); a != NULL; a = strchr(a + 1, ','))
-		if (strncmp(a + 1, key, n) == 0 && a[1 + n] == '=')
+		if (strncmp(a + 1, key, n) == 0 && a[1 + n] == '=') {
+			const char *v = a + 2 + n;
+
+			if (buf != NULL)
+				snprintf(buf, len, "%.*s", (int)strcspn(v, ","), v);
 			return true;
+		}
 	return false;
+}
+
+static bool
+devargs_has(const char *devargs, const char *key)
+{
+	return devargs_value(devargs, key, NULL, 0);
+}
+
+/* DPDK's pcap PMD reads its rx_pcap with blocking reads on the lcore that
+ * polls every port: a FIFO (a live capture piped in) stops them all while
+ * it is empty, and its open, at the probe, waits for a writer. Said before
+ * the probe, which may be where it waits. */
+static void
+warn_pcap_fifo(const struct sq_cfg_port *cp, const char *devargs)
+{
+	char path[SQ_CFG_DEVARGS_LEN];
+	struct stat st;
+
+	if (devargs_value(devargs, "rx_pcap", path, sizeof(path)) && stat(path, &st) == 0 &&
+	    S_ISFIFO(st.st_mode))
+		MGR_LOG(WARNING,
+			"port %s: rx_pcap %s is a FIFO: DPDK reads it blocking, so while it is "
+			"open and empty no port moves packets (docs/config.md)\n",
+			cp->name, path);
 }
 
 /* af_packet's default frame size; its blocks are a page each */
@@ -266,7 +297,10 @@ try_port(struct mgr *mgr, const struct sq_cfg_port *cp, const char *devargs, uin
 {
 	char sized[SQ_CFG_DEVARGS_LEN + 32];
 	const char *given = sized_devargs(cp, devargs, sized, sizeof(sized));
-	int ret = try_devargs(mgr, cp, given, port_id, rx_sock_fd);
+	int ret;
+
+	warn_pcap_fifo(cp, devargs);
+	ret = try_devargs(mgr, cp, given, port_id, rx_sock_fd);
 
 	if (ret < 0 && given == sized)
 		MGR_LOG(WARNING, "port %s: DPDK was given \"%s\" (framecnt: rx_desc)\n", cp->name,

@@ -301,6 +301,8 @@ def test_capture_overrun_drops_copies_not_traffic(mgr: Manager, tmp_path: Path) 
     # the hops' core may run late (a CI run lost 217 at a 1,024-slot ring);
     # what is under test is the capture's 64-slot ring, not the hops'.
     mgr.start(chain_config(mgr, feed, out_pcap, slots=4096))
+    # (a FIFO stops every port while empty: the manager says so at start)
+    assert f"port in: rx_pcap {feed.fifo} is a FIFO" in mgr.stderr_path.read_text()
     stuck = squallctl(
         mgr.name, "--json", "capture", "--chain", "c", "--hop", "1", "--ring", "64", "-w", "-",
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
