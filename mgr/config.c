@@ -578,6 +578,7 @@ enum {
 	MGR_IDLE_SLEEP_MAX,
 	MGR_IDLE_AFTER,
 	MGR_IDLE_AFTER_LOAD,
+	MGR_CORE_YIELD_ROUNDS,
 	MGR_RX_BACKPRESSURE,
 	MGR_NICE,
 	MGR_N_KEYS
@@ -606,6 +607,7 @@ static const char *const mgr_keys[MGR_N_KEYS] = {
 	"idle_sleep_max_us",
 	"idle_after_us",
 	"idle_after_load",
+	"core_yield_rounds",
 	"rx_backpressure",
 	"nice",
 };
@@ -738,6 +740,9 @@ parse_manager(struct ctx *c, const yaml_node_t *node)
 			       RTE_DIM(bool_words), &w);
 		cfg->idle_after_load = w == 1;
 	}
+	if (ret == 0)
+		ret = get_u32(c, v[MGR_CORE_YIELD_ROUNDS], b, "core_yield_rounds", 1, 64,
+			      &cfg->core_yield_rounds);
 	if (ret == 0 && v[MGR_RX_BACKPRESSURE] != NULL) {
 		uint32_t w = 0;
 
@@ -1748,6 +1753,7 @@ set_defaults(struct sq_config *cfg)
 	cfg->core_wakes_per_s = 50000;
 	cfg->idle_sleep_max_us = 1000;
 	cfg->idle_after_us = 100;
+	cfg->core_yield_rounds = 1;
 	cfg->mgr_nice = 0;
 	strcpy(cfg->nf_user, "squall-nf");
 }

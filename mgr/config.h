@@ -246,6 +246,10 @@ struct sq_config {
 	/* idle_after_us stretched by the manager's load (mgr/idle.c
 	 * idle_after_ns): a gap in heavy traffic is not idleness; default off */
 	bool idle_after_load;
+	/* with the NFs on the manager's core: the rounds in a row that moved
+	 * packets before it gives them the core (mgr/idle.c mgr_idle_yield);
+	 * 1 = after every round; default 1 */
+	uint32_t core_yield_rounds;
 	/* rx does not read a port while a first hop its rules feed has no room
 	 * for a burst: the port's descriptors hold them (rx.c); default off */
 	bool rx_backpressure;

@@ -196,6 +196,7 @@ emit_manager(struct out *o, const struct sq_config *cfg)
 	kv_u64(o, "idle_sleep_max_us", cfg->idle_sleep_max_us);
 	kv_u64(o, "idle_after_us", cfg->idle_after_us);
 	kv(o, "idle_after_load", cfg->idle_after_load ? "true" : "false");
+	kv_u64(o, "core_yield_rounds", cfg->core_yield_rounds);
 	kv(o, "rx_backpressure", cfg->rx_backpressure ? "true" : "false");
 	kv_i64(o, "nice", cfg->mgr_nice);
 	kv_u64(o, "max_nfs", cfg->max_nfs);

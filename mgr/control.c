@@ -119,7 +119,7 @@ mgr_control_unlock(void)
  * running (then the plan applies it) or not (then the plan refuses a
  * change)? Otherwise an apply would drop it silently. These sizes trip
  * when a struct grows; config_emit.c must write the new key too. */
-static_assert(offsetof(struct sq_config, ports) == 720, "manager key: plan_manager");
+static_assert(offsetof(struct sq_config, ports) == 728, "manager key: plan_manager");
 static_assert(sizeof(struct sq_cfg_service) == 880, "service key: plan_service");
 static_assert(sizeof(struct sq_cfg_scale) == 36, "scale key: plan_service");
 static_assert(sizeof(struct sq_cfg_wake) == 32, "wake key: same_wake");
@@ -264,6 +264,10 @@ plan_manager(struct plan *p, const struct sq_config *cur, const struct sq_config
 		note(p, "manager.idle_after_load %s -> %s", cur->idle_after_load ? "true" : "false",
 		     n->idle_after_load ? "true" : "false");
 	next->idle_after_load = n->idle_after_load;
+	if (cur->core_yield_rounds != n->core_yield_rounds)
+		note(p, "manager.core_yield_rounds %u -> %u", cur->core_yield_rounds,
+		     n->core_yield_rounds);
+	next->core_yield_rounds = n->core_yield_rounds;
 	if (cur->rx_backpressure != n->rx_backpressure)
 		note(p, "manager.rx_backpressure %s -> %s", cur->rx_backpressure ? "true" : "false",
 		     n->rx_backpressure ? "true" : "false");

@@ -77,6 +77,10 @@ struct mgr_idle {
 	_Atomic int32_t *core_awake;
 	_Atomic uint32_t *core_mgr;
 	uint64_t core_yields;
+	/* rounds in a row that moved packets with no yield (core_yield_rounds),
+	 * and all such rounds: the yields put off */
+	uint32_t rounds_unyielded;
+	uint64_t core_yields_deferred;
 };
 
 /**
@@ -124,9 +128,13 @@ void mgr_idle_share_core(struct mgr_idle *idle, _Atomic int32_t *awake, _Atomic 
 /**
  * End of a round on a shared core: if NFs hold packets, give them the core
  * (a sched_yield: they run their bursts now, not when the scheduler's slice
- * of the busy-polling manager ends, and hand back before its next round).
+ * of the busy-polling manager ends, and hand back before its next round),
+ * unless this round moved packets and fewer than core_yield_rounds such
+ * rounds have passed since the last yield.
+ * @param moved packets the round moved
  * @return true if it yielded
  */
-bool mgr_idle_yield(struct mgr_idle *idle, bool nfs_hold_pkts);
+bool mgr_idle_yield(struct mgr_idle *idle, const struct sq_config *cfg, bool nfs_hold_pkts,
+		    unsigned int moved);
 
 #endif /* SQUALL_MGR_IDLE_H */

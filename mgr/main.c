@@ -299,7 +299,7 @@ run_loop(struct mgr *mgr, const struct options *o, bool rx_elsewhere)
 			moved += mgr_rx_poll(mgr);
 		moved += mgr_tx_poll(mgr);
 		if (mgr->idle != NULL)
-			mgr_idle_yield(mgr->idle, mgr_tx_nfs_hold_pkts(mgr));
+			mgr_idle_yield(mgr->idle, mgr->cfg, mgr_tx_nfs_hold_pkts(mgr), moved);
 		/* A dead NF is reaped and restarted at once, not at the next
 		 * control period: its service may have no other instance. */
 		if (unlikely(child_exited)) {

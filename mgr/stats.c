@@ -102,6 +102,7 @@ idle_counts(const struct mgr *mgr, struct stats_sink *s)
 	s->u64(s, "wakes_by_intr", idle != NULL ? idle->wakes_by_intr : 0);
 	s->u64(s, "wakes_by_sock", idle != NULL ? idle->wakes_by_sock : 0);
 	s->u64(s, "core_yields", idle != NULL ? idle->core_yields : 0);
+	s->u64(s, "core_yields_deferred", idle != NULL ? idle->core_yields_deferred : 0);
 	s->u64(s, "load_pm", idle != NULL ? idle->load_pm : 0);
 	s->u64(s, "after_now_us",
 	       idle != NULL ? mgr_idle_after_us(idle, mgr->cfg) : mgr->cfg->idle_after_us);

@@ -30,12 +30,15 @@ CHAIN3 = ["firewall", "fwd", "l3fwd"]
 # core it is read on runs something else; counted in rx_eth_missed), the NFs
 # on the manager's own core (core 0, which it yields to them while they hold
 # packets), the manager asleep when idle. The other core is left to the
-# hosts' TCP stacks, as OVS-DPDK's one PMD core leaves it.
+# hosts' TCP stacks, as OVS-DPDK's one PMD core leaves it. The manager gives
+# the NFs its core after up to 4 rounds that moved packets (core_yield_rounds;
+# -yield1: after every round): on veth a round is mostly its transmit, and
+# what arrives meanwhile then rides with the NFs' next turn.
 BASE: dict[str, Any] = {
     "port_kind": "af_xdp",
     "xdp_args": XDP_TUNED,
     "rx_desc": 4096,
-    "manager": {"nf_core": 0},
+    "manager": {"nf_core": 0, "core_yield_rounds": 4},
 }
 
 
@@ -54,6 +57,7 @@ SQUALL_SYSTEMS: dict[str, dict[str, Any]] = {
     "squall": _variant(["fwd"]),
     "squall-nf-core1": _variant(["fwd"], manager={"nf_core": 1}),
     "squall-nice-10": _variant(["fwd"], manager={"nice": -10}),
+    "squall-yield1": _variant(["fwd"], manager={"core_yield_rounds": 1}),
     "squall-rx1024": _variant(["fwd"], rx_desc=1024),
     "squall-poll": _variant(["fwd"], manager={"idle_sleep_max_us": 0}),
     "squall-busypoll": _variant(["fwd"], xdp_args=""),
@@ -63,6 +67,7 @@ SQUALL_SYSTEMS: dict[str, dict[str, Any]] = {
     # idle_after_load; examples/direct.yaml). -idle-fixed: after 100 us flat.
     "squall-chain3": _variant(CHAIN3, direct=True, manager=LOAD),
     "squall-chain3-idle-fixed": _variant(CHAIN3, direct=True),
+    "squall-chain3-yield1": _variant(CHAIN3, direct=True, manager={**LOAD, "core_yield_rounds": 1}),
     "squall-chain3-mgr": _variant(CHAIN3, manager=LOAD),
     "squall-chain3-nice-10": _variant(CHAIN3, direct=True, manager={**LOAD, "nice": -10}),
     "squall-chain3-nf-core1": _variant(CHAIN3, direct=True, manager={**LOAD, "nf_core": 1}),
@@ -392,6 +397,8 @@ def run(ctx: Context) -> None:
         ("squall-chain3", "kernel-nft-chain"),
         ("squall-chain3", "squall-chain3-hops-above"),
         ("squall-chain3", "squall-chain3-idle-fixed"),
+        ("squall-chain3", "squall-chain3-yield1"),
+        ("squall", "squall-yield1"),
         ("squall-chain3-idle-fixed", "ovs-dpdk"),
         ("squall", "kernel-bridge"),
         ("squall", "testpmd-io"),
@@ -442,8 +449,11 @@ def run(ctx: Context) -> None:
         )
     ctx.note(
         "squall: af_xdp ports (busy_budget=0), one squall-nf-fwd in sleep mode, the manager "
-        "asleep when idle (idle_sleep_max_us 1000, the default); squall-poll: the same with "
-        "the manager's busy poll (idle_sleep_max_us 0: Squall before issue 17); "
+        "asleep when idle (idle_sleep_max_us 1000, the default), giving the NFs its core after "
+        "up to 4 rounds that moved packets (core_yield_rounds 4; squall-yield1, "
+        "squall-chain3-yield1: after every round, the default and as before 2026-11-28); "
+        "squall-poll: the same with the manager's busy poll (idle_sleep_max_us 0: Squall "
+        "before issue 17); "
         "squall-busypoll: af_xdp's default preferred busy polling (busy_budget 64); "
         "squall-af_packet: af_packet ports (rings of 4,096 frames, the rx_desc; 512 before "
         "2026-11-28, when af_packet ignored it); squall-chain3: firewall, L2 forwarder, L3 "

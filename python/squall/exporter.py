@@ -627,6 +627,14 @@ IDLE_METRICS: list[MetricSpec] = [
         "counter",
     ),
     (
+        "core_yields_deferred",
+        "squall_manager_core_yields_deferred",
+        "Rounds that moved packets after which the manager kept its core from NFs holding "
+        "some (manager.core_yield_rounds)",
+        1,
+        "counter",
+    ),
+    (
         "load_pm",
         "squall_manager_load_ratio",
         "Share of the manager's awake time in rounds that moved packets (last 10 ms)",

@@ -197,6 +197,47 @@ def test_nfs_on_the_managers_own_core(mgr: Manager) -> None:
     assert "NFs share the manager's core 0" in mgr.stderr_path.read_text(errors="replace")
 
 
+def test_the_manager_keeps_its_core_for_rounds_that_move_packets(
+    mgr: Manager, tmp_path: Path
+) -> None:
+    """manager.core_yield_rounds: with the NF on the manager's core, the
+    manager gives it the core after a round that moved nothing, or after
+    this many rounds in a row that moved packets. At 1 (the default) it
+    yields after every round the NF holds packets and defers none; at 4,
+    under a generator that moves packets in most rounds, it defers some
+    (idle.core_yields_deferred), still yields, and every packet comes out.
+    Applied back to 1 while running, it defers no more."""
+    from test_priorities import _apply
+
+    def run(n: int) -> dict:
+        """Generator on (again) at 100 kpps until n sent in all, then paused."""
+        mgr.query("/squall/gen_rate,100000")
+        sent = mgr.gen_send(n)
+        mgr.wait_accounted(sent)
+        st = mgr.stats()
+        assert st["tx_pkts"] == sent and st["drop_pkts"] == 0, st
+        return st["idle"]
+
+    cfg = gen_chain_config(mgr, "a", 100_000, ring_slots=4096)
+    cfg["manager"]["nf_core"] = 0
+    mgr.start(cfg)
+    idle = run(50_000)
+    assert idle["core_yields"] > 0 and idle["core_yields_deferred"] == 0, idle
+    mgr.finish()
+
+    cfg["manager"]["core_yield_rounds"] = 4
+    mgr.start(cfg)
+    idle = run(50_000)
+    assert idle["core_yields"] > 0 and idle["core_yields_deferred"] > 0, idle
+    cfg["manager"]["core_yield_rounds"] = 1
+    _apply(mgr, cfg, tmp_path / "rounds1.yaml")
+    before = mgr.stats()["idle"]
+    after = run(100_000)
+    assert after["core_yields"] > before["core_yields"], (before, after)
+    assert after["core_yields_deferred"] == before["core_yields_deferred"], (before, after)
+    mgr.finish()
+
+
 def test_the_wait_before_a_sleep_stretches_with_the_load(mgr: Manager) -> None:
     """idle_after_load: while packets move in most of its rounds (a generator
     at 1 Mpps through one NF), the manager waits longer than idle_after_us

@@ -156,6 +156,7 @@ test_defaults(void)
 	CHECK(cfg.core_wakes_per_s == 50000);
 	CHECK(!cfg.rx_backpressure);
 	CHECK(!cfg.idle_after_load);
+	CHECK(cfg.core_yield_rounds == 1);
 	CHECK(cfg.mgr_nice == 0);
 
 	CHECK(cfg.n_chains == 1);
@@ -213,16 +214,17 @@ test_every_key(void)
 	CHECK(cfg.rx_burst == 64);
 	CHECK(cfg.mgr_nice == 5);
 	CHECK(cfg.idle_after_load);
+	CHECK(cfg.core_yield_rounds == 4);
 
 	CHECK(cfg.n_ports == 2);
 	CHECK_STR(cfg.ports[0].name, "in");
 	CHECK_STR(cfg.ports[0].devargs[0], "net_pcap0,rx_pcap=in.pcap");
 	CHECK(cfg.ports[0].rx_desc == 512);
 	CHECK(cfg.ports[0].tx_desc == 2048);
-	CHECK(cfg.ports[0].line == 13);
+	CHECK(cfg.ports[0].line == 14);
 	CHECK_STR(cfg.ports[1].name, "out");
 	CHECK(cfg.ports[1].rx_desc == 1024);
-	CHECK(cfg.ports[1].line == 17);
+	CHECK(cfg.ports[1].line == 18);
 
 	CHECK(cfg.n_services == 2);
 	CHECK_STR(mon->name, "mon");
@@ -236,15 +238,15 @@ test_every_key(void)
 	CHECK(mon->burst_max == 16);
 	CHECK(mon->batch_budget_pkts == 0);
 	CHECK(mon->spin_ns == 5000);
-	CHECK(mon->line == 20);
+	CHECK(mon->line == 21);
 	CHECK(cfg.services[1].mode == 0);
-	CHECK(cfg.services[1].line == 29);
+	CHECK(cfg.services[1].line == 30);
 
 	CHECK(cfg.n_chains == 2);
 	CHECK(cfg.chains[0].n_hops == 2);
 	CHECK(cfg.chains[0].services[0] == 0);
 	CHECK(cfg.chains[0].services[1] == 1);
-	CHECK(cfg.chains[0].line == 33);
+	CHECK(cfg.chains[0].line == 34);
 	CHECK_STR(cfg.chains[1].name, "fwd-only");
 	CHECK(cfg.chains[1].n_hops == 1);
 	CHECK(cfg.chains[1].services[0] == 1);
@@ -255,12 +257,12 @@ test_every_key(void)
 	CHECK(memcmp(cfg.rules[0].dst_mac.addr_bytes, mac, sizeof(mac)) == 0);
 	CHECK(cfg.rules[0].chain == 0);
 	CHECK(cfg.rules[0].out_port == 1);
-	CHECK(cfg.rules[0].line == 39);
+	CHECK(cfg.rules[0].line == 40);
 	CHECK(cfg.rules[1].in_port == -1);
 	CHECK(!cfg.rules[1].has_dst_mac);
 	CHECK(cfg.rules[1].chain == 1);
 	CHECK(cfg.rules[1].out_port == 0);
-	CHECK(cfg.rules[1].line == 43);
+	CHECK(cfg.rules[1].line == 44);
 
 	CHECK(sq_config_port_index(&cfg, "out") == 1);
 	CHECK(sq_config_port_index(&cfg, "nope") == -1);
@@ -353,6 +355,8 @@ static const struct {
 				"got \"on\""},
 	{"bad_idle_after_load", "2: manager.idle_after_load: expected \"false\" or \"true\", "
 				"got \"1\""},
+	{"bad_core_yield_rounds", "2: manager.core_yield_rounds: expected an integer from 1 to 64, "
+				  "got \"0\""},
 	{"bad_mgr_nice", "2: manager.nice: expected an integer from -20 to 19, got \"-21\""},
 	{"bad_gen_dup_port", "13: generator[1].port: port \"in\" has a generator already (line "
 			     "13)"},
