@@ -109,16 +109,6 @@ task(uint32_t i)
 }
 
 /* A decimal integer in [lo, hi], nothing after it. */
-static bool
-parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
-{
-	char *end;
-
-	errno = 0;
-	*out = strtoull(s, &end, 10);
-	return errno == 0 && end != s && *end == '\0' && *s != '-' && *out >= lo && *out <= hi;
-}
-
 static void *
 thread_main(void *arg)
 {

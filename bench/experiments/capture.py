@@ -89,6 +89,8 @@ def run(ctx: Context) -> None:
                     if case == "on_all"
                     else (lambda rate, dur, m=m: gen_trial(m, rate, dur, "out"))
                 )
+                if method.gate is not None:
+                    trial = method.gate.gated(trial)
                 res = RateSearch(
                     trial,
                     method.phases,
@@ -127,6 +129,8 @@ def run(ctx: Context) -> None:
                 )
             )
 
+    if method.gate is not None:
+        ctx.summary.update(method.gate.summary())
     med = {c: spread(v)["median"] for c, v in pdr.items()}
     for c in cases:
         ctx.summary[f"mpps_pdr_capture_{c}_{mix.name}"] = rounded(med[c] / 1e6)

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from conftest import BUILD, MGR_BIN, REGION_DIRS, REPO, processes_mentioning
-from squall.bench import profile, registry
+from squall.bench import cores, profile, registry
 from squall.bench.search import NDR, PDR, Phase, RateSearch, Trial
 
 EXPERIMENTS = registry.all_experiments()
@@ -96,6 +96,13 @@ def test_experiment_runs_quick(name: str, results_dir: Path) -> None:
     assert all(s.get("exit_code", 0) in (0, None) for s in res["samples"]), [
         s.get("exit_code") for s in res["samples"]
     ]
+    # A rate search's every trial read the cores' distance at both ends, and
+    # the run says what the gate did (cores.py).
+    trials = [t for s in res["samples"] if s["kind"] == "rate_search" for t in s["trials"]]
+    if trials:
+        assert all(len(t["extra"]["core_rtt_ns"]) == 2 for t in trials), trials[0]
+        assert res["summary"]["core_rtt_ns_best"] > 0, res["summary"]
+        assert "trials_core_far_redone" in res["summary"]
     token = f"sqb{proc.pid % 100000}-"
     assert not processes_mentioning(token), f"processes of {token}* left behind"
     left = [p for d in REGION_DIRS for p in d.glob(f"squall-{token}*")]
@@ -175,6 +182,70 @@ def test_search_out_of_trials_reports_a_lower_bound() -> None:
     res = RateSearch(synthetic(2e6), PHASES, max_trials=6).run()
     assert res.out_of_trials
     assert all(r <= 2e6 / (1 - PDR) for r in res.rates_pps.values())
+
+
+def gate_on(readings: list[float], retries: int = 2, wait_s: float = 0.6) -> cores.CoreGate:
+    it = iter(readings)
+    return cores.CoreGate(probe=lambda: next(it), wait_s=wait_s, retries=retries, calibrate=0)
+
+
+def counted_trials() -> tuple[list[float], Callable[[float, float], Trial]]:
+    ran: list[float] = []
+
+    def trial(rate: float, duration: float) -> Trial:
+        ran.append(rate)
+        return Trial(rate, duration, duration, 100, 0, 100)
+
+    return ran, trial
+
+
+def test_core_gate_redoes_a_trial_whose_cores_moved_apart() -> None:
+    """A trial with the cores far at its end is run again; near at both ends,
+    it counts at once; the record says what the cores read."""
+    ran, trial = counted_trials()
+    gate = gate_on([60, 340, 61, 58, 59, 57])
+    t = gate.gated(trial)(1e6, 0.5)
+    assert ran == [1e6, 1e6], "the trial that ended far is redone once"
+    assert t.extra["core_rtt_ns"] == [61, 58] and t.extra["core_far_redone"] == 1
+    t = gate.gated(trial)(2e6, 0.5)
+    assert ran[2:] == [2e6] and "core_far_redone" not in t.extra
+    assert gate.summary() == {
+        "core_rtt_ns_best": 57,
+        "core_rtt_ns_median": 59.5,
+        "trials_core_far_redone": 1,
+        "trials_core_far_kept": 0,
+        "core_wait_s": 0,
+    }
+
+
+def test_core_gate_waits_for_near_cores_then_gives_up_bounded() -> None:
+    """Far before a trial: the gate waits (reading again) for near cores, at
+    most wait_s; still far after retries, the trial is kept and counted."""
+    ran, trial = counted_trials()
+    gate = gate_on([55, 330, 56, 58], retries=2)
+    gate.read()  # the run's fastest so far: 55
+    t = gate.gated(trial)(1e6, 0.5)
+    assert ran == [1e6] and t.extra["core_rtt_ns"] == [56, 58]
+    assert gate.waited_s > 0 and gate.redone == 0
+    far = gate_on([50] + [400] * 40, retries=1, wait_s=0.3)
+    far.read()
+    t = far.gated(trial)(3e6, 0.5)
+    assert ran[1:] == [3e6, 3e6], "one retry, then kept"
+    assert far.kept_far == 1 and far.redone == 1 and t.extra["core_rtt_ns"] == [400, 400]
+
+
+def test_core_rtt_reads_the_round_trip_between_two_cores() -> None:
+    """bench/core_rtt: a positive round trip between cpu0 and cpu1, taken at
+    real-time priority (root); the same core twice is a usage error."""
+    tool = BUILD / "bench" / "core_rtt"
+    r = subprocess.run([str(tool), "0", "1", "500", "3"], capture_output=True, text=True,
+                       timeout=30, check=False)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["cores"] == [0, 1] and out["iters"] == 500 and out["blocks"] == 3, out
+    assert 0 < out["rtt_ns"] <= out["max_ns"] and out["fifo"] is (os.geteuid() == 0), out
+    bad = subprocess.run([str(tool), "1", "1"], capture_output=True, text=True, check=False)
+    assert bad.returncode == 2 and "two different CPU numbers" in bad.stderr, bad
 
 
 # perf report's --stdio lines as perf 6.x prints them (a Squall 1-NF run).

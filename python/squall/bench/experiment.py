@@ -138,6 +138,7 @@ class Context:
         self.figures: list[Figure] = []
         self.notes: list[str] = []
         self.unavailable: dict[str, str] = {}  # system or part -> exactly why it did not run
+        self.kept: dict[str, Any] = {}  # what helpers keep across a run's cases (method.core_gate)
         self.started = time.monotonic()
         self._managers: list[Manager] = []
         self._n_managers = 0

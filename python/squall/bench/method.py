@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from squall.bench.cores import CORE_RTT, CoreGate
 from squall.bench.experiment import Context, spread
-from squall.bench.search import NDR, PDR, Phase, RateSearch
+from squall.bench.search import NDR, PDR, Phase, RateSearch, Trial
 from squall.bench.trial import Latency, gen_trial, latency_at
 
 LAT_FRACS = (0.1, 0.5, 0.9)
@@ -24,6 +25,7 @@ class Method:
     lat_fracs: tuple[float, ...] = LAT_FRACS
     max_rate_pps: float = 50e6
     min_rate_pps: float = 1000.0
+    gate: CoreGate | None = None  # trials only while the cores are near (cores.py)
 
     @classmethod
     def from_ctx(cls, ctx: Context, with_latency: bool = True) -> Method:
@@ -37,7 +39,27 @@ class Method:
         phases.append(Phase(final, ctx.param("final_width", 0.01, 0.05)))
         lat_s = ctx.param("latency_trial_s", 2.0, 0.3) if with_latency else 0.0
         fracs = tuple(ctx.param("latency_fracs", list(LAT_FRACS), [0.5])) if with_latency else ()
-        return cls(phases, lat_s, fracs)
+        return cls(phases, lat_s, fracs, gate=core_gate(ctx))
+
+
+def core_gate(ctx: Context) -> CoreGate | None:
+    """The run's gate on the cores' distance (cores.py), one per run; None
+    when --set core_gate=false or bench/core_rtt is not built."""
+    if not ctx.param("core_gate", True):
+        return None
+    if not CORE_RTT.exists():
+        ctx.note(f"{CORE_RTT} is not built: trials ran whatever the cores' distance")
+        return None
+    gate = ctx.kept.get("core_gate")
+    if gate is None:
+        gate = CoreGate(
+            wait_s=ctx.param("core_gate_wait_s", 20.0, 1.0),
+            retries=ctx.param("core_gate_retries", 3, 1),
+            calibrate=8 if not ctx.quick else 2,
+        )
+        ctx.kept["core_gate"] = gate
+    assert isinstance(gate, CoreGate)
+    return gate
 
 
 @dataclass
@@ -91,8 +113,12 @@ def measure_rep(
     their cases per repetition, so a slow stretch of the machine hits all."""
     label = pt.label
     with ctx.manager(make_cfg(ctx.manager_name()), label=label, mgr_bin=mgr_bin) as m:
+
+        def one(rate: float, dur: float) -> Trial:
+            return gen_trial(m, rate, dur, out_port)
+
         search = RateSearch(
-            lambda rate, dur: gen_trial(m, rate, dur, out_port),
+            method.gate.gated(one) if method.gate is not None else one,
             method.phases,
             min_rate_pps=method.min_rate_pps,
             max_rate_pps=method.max_rate_pps,
@@ -102,6 +128,8 @@ def measure_rep(
         for frac in method.lat_fracs:
             if res.pdr_pps <= 0:
                 break
+            if method.gate is not None:
+                method.gate.wait_near()
             lat = latency_at(m, chains, frac * res.pdr_pps, method.lat_duration_s, out_port)
             lats.append((frac, lat))
             pt.latency.setdefault(frac, []).append(lat)
@@ -123,6 +151,8 @@ def measure_rep(
         latency=[{"frac_of_pdr": f, **lat.to_dict()} for f, lat in lats],
         exit_code=m.returncode,
     )
+    if method.gate is not None:
+        ctx.summary.update(method.gate.summary())
     lat50 = next((lat for f, lat in lats if f == 0.5), None)
     ctx.log(
         f"{label} rep {rep}: NDR {res.ndr_pps / 1e6:.3f} PDR {res.pdr_pps / 1e6:.3f} "

@@ -1,0 +1,128 @@
+"""How far apart the manager's core and the NFs' core are right now, and a
+gate that keeps rate-search trials to the times they are near.
+
+On a VM the hypervisor places the vCPUs on host cores and moves them at will.
+On the 2-vCPU AMD EPYC machine the round trip of a cache line between cpu0
+and cpu1 (bench/core_rtt) was ~57 ns most of the time and ~335 ns for
+stretches of seconds to minutes, and a 1-NF chain, whose packets cross
+between the manager's core and the NF's twice, forwarded 11.0-11.6 Mpps in
+the first state and 4.6-5.6 Mpps in the second. Its PDR moved 2.6x between
+the repetitions of one run (3.9-10.2 Mpps), and every ratio against it with
+it: a trial measured the host's placement as much as Squall.
+
+CoreGate reads the round trip (a few ms, between trials, while the offered
+rate is 0) before each trial, waits a bounded time for the cores to be near
+(within NEAR_FACTOR of the fastest round trip the run has seen), and has a
+trial redone, a bounded number of times, when they were far at either end of
+it. What it did goes into each trial's record (extra.core_rtt_ns) and the
+run's summary (core_rtt_ns_best, core_rtt_ns_median, trials_core_far_redone,
+trials_core_far_kept, core_wait_s). On a machine whose cores stay put it
+never waits and never redoes a trial. A move in the middle of a trial, back
+before its end, is not seen.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from squall.bench.paths import BUILD
+from squall.bench.search import Trial
+
+CORE_RTT = BUILD / "bench" / "core_rtt"
+# Near: a round trip within this factor of the run's fastest. The two states
+# seen were 6x apart; the spread within a state stayed under 1.5x.
+NEAR_FACTOR = 2.0
+# Between probes while waiting for the cores to come near.
+WAIT_STEP_S = 0.25
+
+
+def probe_rtt(cores: tuple[int, int] = (0, 1)) -> float:
+    """One reading of bench/core_rtt: ns per round trip (its fastest block)."""
+    r = subprocess.run(
+        [str(CORE_RTT), str(cores[0]), str(cores[1])],
+        capture_output=True,
+        text=True,
+        timeout=10,
+        check=False,
+    )
+    if r.returncode != 0:
+        raise RuntimeError(f"{CORE_RTT}: exit {r.returncode}: {r.stderr.strip()}")
+    return float(json.loads(r.stdout)["rtt_ns"])
+
+
+@dataclass
+class CoreGate:
+    """Keeps trials to the times cores[0] and cores[1] are near (module doc)."""
+
+    cores: tuple[int, int] = (0, 1)
+    wait_s: float = 20.0  # at most, before a trial, for the cores to come near
+    retries: int = 3  # a trial with far cores at either end is redone this many times
+    calibrate: int = 8  # readings, WAIT_STEP_S apart, before the first trial
+    probe: Callable[[], float] | None = None  # tests give their own
+    readings: list[float] = field(default_factory=list)
+    best_ns: float = float("inf")
+    waited_s: float = 0.0
+    redone: int = 0
+    kept_far: int = 0
+
+    def read(self) -> float:
+        ns = self.probe() if self.probe is not None else probe_rtt(self.cores)
+        self.readings.append(ns)
+        self.best_ns = min(self.best_ns, ns)
+        return ns
+
+    def near(self, ns: float) -> bool:
+        return ns <= NEAR_FACTOR * self.best_ns
+
+    def wait_near(self) -> float:
+        """Read until the cores are near, for at most wait_s; the last reading."""
+        for _ in range(self.calibrate if not self.readings else 0):
+            self.read()
+            time.sleep(WAIT_STEP_S)
+        deadline = time.monotonic() + self.wait_s
+        ns = self.read()
+        while not self.near(ns) and time.monotonic() < deadline:
+            t0 = time.monotonic()
+            time.sleep(WAIT_STEP_S)
+            ns = self.read()
+            self.waited_s += time.monotonic() - t0
+        return ns
+
+    def gated(self, trial: Callable[[float, float], Trial]) -> Callable[[float, float], Trial]:
+        """trial, run when the cores are near, and again while they were far
+        at either end (up to retries times; then kept, and counted)."""
+
+        def run(rate: float, duration: float) -> Trial:
+            for attempt in range(self.retries + 1):
+                before = self.wait_near()
+                t = trial(rate, duration)
+                after = self.read()
+                t.extra["core_rtt_ns"] = [round(before, 1), round(after, 1)]
+                if attempt:
+                    t.extra["core_far_redone"] = attempt
+                if self.near(before) and self.near(after):
+                    return t
+                if attempt == self.retries:
+                    self.kept_far += 1
+                    return t
+                self.redone += 1
+            raise AssertionError("unreachable")
+
+        return run
+
+    def summary(self) -> dict[str, Any]:
+        if not self.readings:
+            return {}
+        return {
+            "core_rtt_ns_best": round(self.best_ns, 1),
+            "core_rtt_ns_median": round(statistics.median(self.readings), 1),
+            "trials_core_far_redone": self.redone,
+            "trials_core_far_kept": self.kept_far,
+            "core_wait_s": round(self.waited_s, 1),
+        }
