@@ -231,7 +231,30 @@ def test_core_gate_waits_for_near_cores_then_gives_up_bounded() -> None:
     far.read()
     t = far.gated(trial)(3e6, 0.5)
     assert ran[1:] == [3e6, 3e6], "one retry, then kept"
-    assert far.kept_far == 1 and far.redone == 1 and t.extra["core_rtt_ns"] == [400, 400]
+    assert far.far_kept() == 1 and far.redone == 1 and t.extra["core_rtt_ns"] == [400, 400]
+
+
+def test_core_gate_counts_trials_that_passed_before_a_nearer_reading() -> None:
+    """A run that began far takes the far round trip for near; once a nearer
+    one comes, the trials that counted far are reported, not hidden."""
+    ran, trial = counted_trials()
+    gate = gate_on([330, 335, 340, 60, 58, 59])
+    t = gate.gated(trial)(1e6, 0.5)
+    assert t.extra["core_rtt_ns"] == [330, 335] and gate.far_kept() == 0
+    gate.gated(trial)(2e6, 0.5)
+    assert ran == [1e6, 2e6, 2e6], "the second trial, far by the new fastest, is redone"
+    assert gate.far_kept() == 1 and gate.summary()["trials_core_far_kept"] == 1
+
+
+def test_core_gate_reads_on_when_a_run_starts_far(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Calibration whose fastest is above SUSPECT_NS reads on (bounded) for a
+    nearer round trip before the first trial."""
+    monkeypatch.setattr(cores, "WAIT_STEP_S", 0.0)
+    it = iter([330.0] * 5 + [57.0] + [58.0] * 10)
+    gate = cores.CoreGate(probe=lambda: next(it), calibrate=2)
+    ran, trial = counted_trials()
+    t = gate.gated(trial)(1e6, 0.5)
+    assert gate.best_ns == 57 and t.extra["core_rtt_ns"] == [58, 58] and len(gate.readings) == 8
 
 
 def test_core_rtt_reads_the_round_trip_between_two_cores() -> None:
