@@ -125,7 +125,11 @@ def run(ctx: Context) -> None:
             setup.ports[0] = {**setup.ports[0], "rx_desc": port_rx_desc}
             cases.append(("backpressure", n, setup, None, {**base_mgr, "rx_backpressure": True}))
         if n == lengths[0] and baseline:
-            setup = chains.build(config.paper_chain(n), hops, mode=mode, **svc)
+            # (the first variant's chain: a longer first length compares
+            # direct with direct)
+            setup = chains.build(
+                config.paper_chain(n), hops, mode=mode, direct=variants[0] == "direct", **svc
+            )
             setup.ports[0] = {**setup.ports[0], "rx_desc": port_rx_desc}
             cases.append(("baseline", n, setup, Path(baseline), base_mgr))
     # The run's first case measured low (1 NF: PDR 6.0-6.2 Mpps in its first
