@@ -8,7 +8,7 @@ from typing import Any
 
 from squall.bench import config, mixes
 from squall.bench.experiment import Context, Experiment, Figure, rounded, spread, spread_series
-from squall.bench.method import Method
+from squall.bench.method import Method, gate_note
 from squall.bench.search import NDR, PDR, RateSearch
 from squall.bench.trial import gen_trial
 
@@ -131,6 +131,7 @@ def run(ctx: Context) -> None:
 
     if method.gate is not None:
         ctx.summary.update(method.gate.summary())
+        gate_note(ctx, method.gate)
     med = {c: spread(v)["median"] for c, v in pdr.items()}
     for c in cases:
         ctx.summary[f"mpps_pdr_capture_{c}_{mix.name}"] = rounded(med[c] / 1e6)

@@ -257,6 +257,26 @@ def test_core_gate_reads_on_when_a_run_starts_far(monkeypatch: pytest.MonkeyPatc
     assert gate.best_ns == 57 and t.extra["core_rtt_ns"] == [58, 58] and len(gate.readings) == 8
 
 
+def test_core_gate_stops_itself_not_the_run_when_its_probe_fails() -> None:
+    """A probe that fails (core_rtt gone, killed, its peer never answering)
+    leaves the trials running ungated and says why."""
+    readings = iter([60.0, 62.0])
+
+    def probe() -> float:
+        try:
+            return next(readings)
+        except StopIteration:
+            raise RuntimeError("core_rtt: no answer from core 1 within 1 s") from None
+
+    ran, trial = counted_trials()
+    gate = cores.CoreGate(probe=probe, calibrate=0, wait_s=0.3)
+    assert gate.gated(trial)(1e6, 0.5).extra["core_rtt_ns"] == [60, 62]
+    t = gate.gated(trial)(2e6, 0.5)
+    assert ran == [1e6, 2e6] and t.extra["core_rtt_ns"] == [60, 60]
+    assert gate.broken is not None and "no answer from core 1" in gate.broken
+    assert gate.redone == 0 and gate.far_kept() == 0
+
+
 def test_core_rtt_reads_the_round_trip_between_two_cores() -> None:
     """bench/core_rtt: a positive round trip between cpu0 and cpu1, taken at
     real-time priority (root); the same core twice is a usage error."""

@@ -62,6 +62,13 @@ def core_gate(ctx: Context) -> CoreGate | None:
     return gate
 
 
+def gate_note(ctx: Context, gate: CoreGate) -> None:
+    """Say once that the gate stopped, and why."""
+    if gate.broken is not None and not ctx.kept.get("core_gate_noted"):
+        ctx.kept["core_gate_noted"] = True
+        ctx.note(f"the core gate stopped ({gate.broken}): later trials ran ungated")
+
+
 @dataclass
 class Point:
     """One configuration measured ctx.reps times."""
@@ -153,6 +160,7 @@ def measure_rep(
     )
     if method.gate is not None:
         ctx.summary.update(method.gate.summary())
+        gate_note(ctx, method.gate)
     lat50 = next((lat for f, lat in lats if f == 0.5), None)
     ctx.log(
         f"{label} rep {rep}: NDR {res.ndr_pps / 1e6:.3f} PDR {res.pdr_pps / 1e6:.3f} "
