@@ -92,6 +92,29 @@ int sq_nf_set_pkt_handler(struct sq_nf *nf, sq_pkt_handler_fn fn, void *arg);
 /** Use @p fn for each burst instead. @return 0, or -EINVAL if @p fn is NULL. */
 int sq_nf_set_burst_handler(struct sq_nf *nf, sq_burst_handler_fn fn, void *arg);
 
+/** Which of a packet's cache lines libsquall fetches ahead of the handler
+ * (sq_nf_set_prefetch()). */
+enum sq_prefetch {
+	/** The mbuf's two header lines: data_off and data_len (what
+	 * rte_pktmbuf_mtod() reads), packet_type, l2_len and l3_len (what
+	 * sq_pkt_ipv4() and sq_pkt_ipv6() read). */
+	SQ_PREFETCH_MBUF = 1u << 0,
+	/** The frame's first 64 bytes: Ethernet, IP and most L4 headers. */
+	SQ_PREFETCH_DATA = 1u << 1,
+};
+
+/**
+ * Tell libsquall which lines of each packet the handler reads, so that a
+ * burst's misses on them overlap instead of coming one by one (the
+ * manager wrote them on its own core). A per-packet handler gets
+ * SQ_PREFETCH_MBUF | SQ_PREFETCH_DATA unless told otherwise, a burst
+ * handler SQ_PREFETCH_MBUF; 0 suits a handler that only sets verdicts: in a
+ * long chain on one core, each hop that fetches lines it never reads slows
+ * every other hop's turn. Call before or after setting the handler.
+ * @return 0, or -EINVAL for a bit outside enum sq_prefetch.
+ */
+int sq_nf_set_prefetch(struct sq_nf *nf, unsigned int what);
+
 /** Run @p fn when the NF stops. @return 0. */
 int sq_nf_set_state_cleaner(struct sq_nf *nf, sq_state_cleaner_fn fn, void *arg);
 

@@ -53,5 +53,6 @@ main(int argc, char **argv)
 	if (ret != 0)
 		return ret;
 	sq_nf_set_burst_handler(nf, noop_burst, NULL);
+	sq_nf_set_prefetch(nf, 0); /* it reads no packet */
 	return sq_nf_run(nf) < 0 ? NF_EXIT_FAIL : NF_EXIT_OK;
 }

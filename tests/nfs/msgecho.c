@@ -18,6 +18,7 @@
  *                 manager must refuse to send to us (bad), and no other NF
  *                 may notice
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -146,6 +147,13 @@ main(int argc, char **argv)
 	}
 	if (what != NULL)
 		lie(nf, what);
+	/* libsquall's refusal of a prefetch bit it does not know, checked
+	 * here as every message test starts this NF */
+	if (sq_nf_set_prefetch(nf, SQ_PREFETCH_DATA << 1) != -EINVAL ||
+	    sq_nf_set_prefetch(nf, SQ_PREFETCH_MBUF) != 0) {
+		fprintf(stderr, NF_NAME ": sq_nf_set_prefetch() took an unknown bit\n");
+		return NF_EXIT_FAIL;
+	}
 	sq_nf_set_pkt_handler(nf, pass, NULL);
 	sq_nf_set_msg_handler(nf, on_msg, &e);
 	return sq_nf_run(nf) < 0 ? NF_EXIT_FAIL : NF_EXIT_OK;
