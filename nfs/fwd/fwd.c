@@ -89,7 +89,7 @@ fwd_pkt(struct rte_mbuf *pkt, void *arg)
  * The burst handler with no prefetch spares libsquall's fetch of each
  * packet's header and data lines, and the per-packet call: in a 10-NF
  * chain on one core (chain_length) with 8 forwarders, that raised what the
- * chain carries by a quarter. */
+ * chain carries by a fifth (docs/bench.md). */
 static void
 fwd_burst(struct rte_mbuf **pkts, uint16_t n_pkts, void *arg)
 {
