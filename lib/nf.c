@@ -550,9 +550,8 @@ flow_segment(struct sq_nf *nf, struct rte_mbuf **pkts, unsigned int n, bool *clo
 static void
 run_segment(struct sq_nf *nf, struct rte_mbuf **pkts, unsigned int n)
 {
-	unsigned int i;
-
 	bool data = nf->prefetch & SQ_PREFETCH_DATA;
+	unsigned int i;
 
 	if (nf->burst_fn != NULL) {
 		for (i = 0; i < n; i++) {

@@ -143,8 +143,8 @@ struct sq_cfg_chain {
 	 * -20): a woken later hop runs before an earlier one takes its next
 	 * batch, so packets finish the chain before new ones start it (seed
 	 * 000's chain-position-aware priority with the normal scheduler's
-	 * weights, so NFs still spin). -1: the default, 2 for a direct chain,
-	 * 0 for the others (sq_config_hop_nice_step). */
+	 * weights, so NFs still spin). -1: the default, 2 for a direct chain
+	 * on the manager's core, 0 for the others (sq_config_hop_nice_step). */
 	int8_t hop_nice_step;
 	int direct_line;
 	int line;
@@ -313,11 +313,14 @@ uint32_t sq_config_max_nfs(const struct sq_config *cfg);
 int sq_config_port_index(const struct sq_config *cfg, const char *name);
 int sq_config_service_index(const struct sq_config *cfg, const char *name);
 int sq_config_chain_index(const struct sq_config *cfg, const char *name);
-/* A chain's hop_nice_step, its default resolved. */
+/* A chain's hop_nice_step, its default resolved: 2 for a direct chain whose
+ * NFs share the manager's core (@p on_mgr_core), 0 for the others. Off the
+ * manager's core the hops, all awake under load, take the core in turns of
+ * sched_yield, and unequal weights break the turns up (docs/config.md). */
 static inline int
-sq_config_hop_nice_step(const struct sq_cfg_chain *ch)
+sq_config_hop_nice_step(const struct sq_cfg_chain *ch, bool on_mgr_core)
 {
-	return ch->hop_nice_step >= 0 ? ch->hop_nice_step : ch->direct ? 2 : 0;
+	return ch->hop_nice_step >= 0 ? ch->hop_nice_step : ch->direct && on_mgr_core ? 2 : 0;
 }
 
 /* Is @p service in a chain a per-flow rule uses (its instances a pool)? */

@@ -428,7 +428,7 @@ nice_of(const struct sq_config *cfg, uint16_t service, bool below_mgr)
 
 	for (uint16_t c = 0; c < cfg->n_chains; c++) {
 		const struct sq_cfg_chain *ch = &cfg->chains[c];
-		int32_t step = sq_config_hop_nice_step(ch);
+		int32_t step = sq_config_hop_nice_step(ch, below_mgr);
 
 		for (uint16_t h = 0; h < ch->n_hops; h++) {
 			if (ch->services[h] != service)

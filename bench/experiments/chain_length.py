@@ -80,6 +80,9 @@ def run(ctx: Context) -> None:
     mode = ctx.param("mode", "sleep")
     variants = ctx.param("variants", VARIANTS)
     prio = ctx.param("chain_priority", 0)
+    # The direct chains' hop_nice_step (-1: the manager's default, 0 off its
+    # core; docs/config.md), e.g. 2 to measure hops ranked downstream first.
+    nice_step = ctx.param("hop_nice_step", -1)
     # Each NF's rx ring and batch budget (0: the manager's defaults, 1,024 and
     # 256). Ten NFs share core 1: each takes its turn in batches of up to the
     # budget, and the chain's first ring must hold what arrives during a
@@ -113,6 +116,10 @@ def run(ctx: Context) -> None:
                 config.paper_chain(n), hops, mode=mode, direct=variant == "direct", **svc
             )
             setup.ports[0] = {**setup.ports[0], "rx_desc": port_rx_desc}
+            if nice_step >= 0 and variant == "direct":
+                for ch in setup.chains:
+                    if ch.get("direct"):
+                        ch["hop_nice_step"] = nice_step
             cases.append((variant, n, setup, None, base_mgr))
             if setup.segments > 1 and variant == variants[0]:
                 ctx.note(
@@ -170,6 +177,11 @@ def run(ctx: Context) -> None:
         + (f" Every NF's rx ring holds {ring_slots} packets." if ring_slots else "")
         + (f" Every NF's batch budget is {budget} packets." if budget else "")
         + (f" chain_priority {prio}: hop i of a chain runs at SCHED_RR {prio} + i." if prio else "")
+        + (
+            f" Direct chains' hop_nice_step {nice_step} (hop i at nice -{nice_step}i)."
+            if nice_step >= 0
+            else " Direct chains at the default hop_nice_step (0 off the manager's core)."
+        )
     )
 
 

@@ -259,22 +259,25 @@ def test_nfs_on_the_managers_core_share_its_nice(mgr: Manager, tmp_path: Path) -
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a negative nice needs root")
 @pytest.mark.parametrize(
-    ("nf_core", "want"),
+    ("nf_core", "step", "want"),
     [
-        # Elsewhere: hop i at its service's nice - 2i (a later hop first).
-        (None, {"a": 1, "b": -2, "c": -4, "d": -6}),
-        # On the manager's core the manager transmits after the last hop:
-        # the steps count back from it, the last hop level with it, none
-        # more than 4 below it (a's 6 is 4, plus its service's 1).
-        (0, {"a": 5, "b": 4, "c": 2, "d": 0}),
+        # Off the manager's core the default step is 0: every hop at its
+        # service's nice, so awake hops share the core in equal turns.
+        (None, None, {"a": 1, "b": 0, "c": 0, "d": 0}),
+        # A step asked for: hop i at its service's nice - 2i (a later hop first).
+        (None, 2, {"a": 1, "b": -2, "c": -4, "d": -6}),
+        # On the manager's core (default step 2) the manager transmits after
+        # the last hop: the steps count back from it, the last hop level
+        # with it, none more than 4 below it (a's 6 is 4, plus its service's 1).
+        (0, None, {"a": 5, "b": 4, "c": 2, "d": 0}),
     ],
 )
 def test_direct_chain_hops_rank_downstream_first(
-    mgr: Manager, nf_core: int | None, want: dict[str, int]
+    mgr: Manager, nf_core: int | None, step: int | None, want: dict[str, int]
 ) -> None:
-    """A direct chain's hop_nice_step (2 by default): each hop a step above
-    the one before it, and on the manager's core none above the manager and
-    none more than 4 below it."""
+    """A direct chain's hop_nice_step (by default 2 on the manager's core, 0
+    elsewhere): each hop a step above the one before it, and on the
+    manager's core none above the manager and none more than 4 below it."""
     services = [
         {"name": "a", "exec": "squall-nf-fwd", "nice": 1},
         {"name": "b", "exec": "squall-nf-fwd"},
@@ -283,6 +286,8 @@ def test_direct_chain_hops_rank_downstream_first(
     ]
     cfg = chain_config(mgr, services, **({} if nf_core is None else {"nf_core": nf_core}))
     cfg["chains"][0]["direct"] = True
+    if step is not None:
+        cfg["chains"][0]["hop_nice_step"] = step
     mgr.start(cfg)
     nfs = {nf["service"]: nf for nf in mgr.nfs().values()}
     assert {s: _nice(nf["pid"]) for s, nf in nfs.items()} == want, nfs
