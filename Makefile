@@ -27,7 +27,8 @@ FUZZ_TEST_SECONDS ?= 20
 # bad metadata, malformed frames, config errors, telemetry, generator).
 # Left out: the namespace tests (their lock, and iperf3/wrk time), the
 # benchmarks and density tests (10,000 NFs with ASan's runtime each), the
-# wake-policy and priority tests, and five tests whose counts hang on timing
+# wake-policy and priority tests, the memory_mb tests (RLIMIT_DATA leaves
+# no room for the sanitizer's shadow), and five tests whose counts hang on timing
 # (each failed now and then at ASan's speed on a loaded machine);
 # the out-of-tree NF is built without ASan against the ASan libsquall.
 ASAN_BUILD := build-asan
@@ -39,9 +40,11 @@ ASAN_TESTS ?= $(addprefix tests/integration/, test_per_flow.py test_malformed.py
 	test_shared_core.py test_per_flow_edges.py test_apply.py test_apply_per_flow.py \
 	test_restart.py test_aes.py test_capture.py test_bad_descriptors.py test_nf_user.py \
 	test_region_trust.py test_scaling.py test_messages.py test_isolated.py test_direct.py \
-	test_idle.py test_stateful_nat.py test_stateful_lb.py test_fwd.py)
+	test_idle.py test_stateful_nat.py test_stateful_lb.py test_fwd.py test_nf_trust.py)
 ASAN_DESELECT ?= $(addprefix --deselect tests/integration/, \
 	test_isolated.py::test_unbounded_memory_is_contained \
+	test_nf_trust.py::test_memory_mb_bounds_shared_mappings \
+	test_nf_trust.py::test_memory_mb_leaves_no_huge_pages_of_its_own \
 	test_per_flow.py::test_lifo_without_linger_hands_the_nf_its_next_flow_at_the_close \
 	test_per_flow.py::test_a_resumed_generator_starts_new_connections \
 	test_per_flow.py::test_a_stuck_nf_does_not_hold_back_the_other_flows_ends \

@@ -89,8 +89,8 @@ main(int argc, char **argv)
 		res[0] = time_calls(calls, 0);
 		res[2] = time_calls(calls, 1);
 		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
-		    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, mgr_sandbox_filter(false), 0, 0) !=
-			    0)
+		    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER,
+			  mgr_sandbox_filter(MGR_SANDBOX_STRICT, false), 0, 0) != 0)
 			_exit(2);
 		res[1] = time_calls(calls, 0);
 		res[3] = time_calls(calls, 1);

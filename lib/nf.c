@@ -58,6 +58,7 @@ struct sq_nf {
 	_Atomic uint64_t *msg_ready;
 	uint32_t id;
 	uint32_t core_group;
+	pid_t mgr_pid; /* -1: not known before the region's copy */
 	sq_pkt_handler_fn pkt_fn;
 	sq_burst_handler_fn burst_fn;
 	void *handler_arg;
@@ -153,6 +154,22 @@ parse_args(int *argc, char **argv, const char **region, int *region_fd, long *id
 	return 0;
 }
 
+/* SQUALL_MGR_PID, from the manager that spawned us; -1 without. */
+static pid_t
+mgr_pid_from_env(void)
+{
+	const char *s = getenv("SQUALL_MGR_PID");
+	char *end;
+	long pid;
+
+	if (s == NULL)
+		return -1;
+	errno = 0;
+	pid = strtol(s, &end, 10);
+	unsetenv("SQUALL_MGR_PID"); /* (not for this NF's own children) */
+	return errno == 0 && *end == '\0' && pid >= 0 && pid <= INT_MAX ? (pid_t)pid : -1;
+}
+
 static void
 log_level_from_env(void)
 {
@@ -211,12 +228,13 @@ sq_nf_init(int argc, char **argv, struct sq_nf **out)
 	nf = calloc(1, sizeof(*nf));
 	if (nf == NULL)
 		return -ENOMEM;
+	nf->mgr_pid = mgr_pid_from_env();
 	if (region_fd >= 0) {
 		/* The mapping holds the region now: the fd is not needed. */
 		ret = sq_region_map_fd(region_fd, region_path, &nf->hdr);
 		close(region_fd);
 	} else {
-		ret = sq_region_map(region_path, &nf->hdr);
+		ret = sq_region_map(region_path, &nf->hdr, &nf->mgr_pid);
 	}
 	if (ret < 0)
 		goto out_free;
@@ -265,9 +283,15 @@ sq_nf_init(int argc, char **argv, struct sq_nf **out)
 			goto out_unmap;
 		}
 	}
-	/* Spawned by the manager: go when it goes, even if it is SIGKILLed. */
+	/* Spawned by the manager: go when it goes, even if it is SIGKILLed.
+	 * Its pid is what the manager said (SQUALL_MGR_PID, 0 in a pid
+	 * namespace of our own) or the kernel said of the attach socket, never
+	 * the region's copy, which any NF can rewrite; only an NF started by
+	 * hand on a region path takes that copy, once. */
+	if (nf->mgr_pid < 0)
+		nf->mgr_pid = nf->hdr->mgr_pid;
 	{
-		bool child = nf->hdr->mgr_pid <= 0 || getppid() == nf->hdr->mgr_pid;
+		bool child = nf->mgr_pid <= 0 || getppid() == nf->mgr_pid;
 		uint64_t ns = (child ? LIVENESS_CHILD_NS : LIVENESS_CHECK_NS) +
 			      (uint64_t)id * 7919 * 1000 * 1000 % LIVENESS_JITTER_NS;
 
@@ -488,7 +512,7 @@ nf_should_stop(const struct sq_nf *nf)
 static bool
 mgr_is_gone(const struct sq_nf *nf)
 {
-	return nf->hdr->mgr_pid > 0 && kill(nf->hdr->mgr_pid, 0) < 0 && errno == ESRCH;
+	return nf->mgr_pid > 0 && kill(nf->mgr_pid, 0) < 0 && errno == ESRCH;
 }
 
 /* A per-flow NF's flow ends with FIN both ways or a RST (the manager sees

@@ -95,7 +95,7 @@ out_close:
 /* The manager's attach socket (mgr/attach.c): the region's fd if the
  * manager allows this process's uid, else its refusal, said. */
 static int
-fd_from_socket(const char *path)
+fd_from_socket(const char *path, pid_t *mgr_pid)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	char text[200], ctl[CMSG_SPACE(sizeof(int))];
@@ -124,6 +124,13 @@ fd_from_socket(const char *path)
 		return fd;
 	}
 	n = recvmsg(s, &msg, MSG_CMSG_CLOEXEC);
+	{
+		struct ucred cred;
+		socklen_t len = sizeof(cred);
+
+		if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+			*mgr_pid = cred.pid;
+	}
 	close(s);
 	if (n <= 0) {
 		SQ_LOG(ERR, NF, "%s: no answer from the manager\n", path);
@@ -143,13 +150,13 @@ fd_from_socket(const char *path)
 }
 
 int
-sq_region_map(const char *path, struct sq_region_hdr **out)
+sq_region_map(const char *path, struct sq_region_hdr **out, pid_t *mgr_pid)
 {
 	struct stat st;
 	int fd, ret;
 
 	if (stat(path, &st) == 0 && S_ISSOCK(st.st_mode)) {
-		fd = fd_from_socket(path);
+		fd = fd_from_socket(path, mgr_pid);
 		if (fd < 0)
 			return fd;
 		ret = sq_region_map_fd(fd, path, out);

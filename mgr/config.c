@@ -30,6 +30,8 @@
 #define REQ(key) (1ull << (key)) /* (services have more than 32 keys) */
 
 struct ctx {
+	/* each service's to_services, resolved once every service is known */
+	const yaml_node_t *to_services[SQ_MAX_SERVICES];
 	const char *path;    /* the config file, as given */
 	const char *nf_path; /* colon-separated dirs searched before $PATH */
 	yaml_document_t *doc;
@@ -571,6 +573,7 @@ enum {
 	MGR_FLOW_IDLE,
 	MGR_FLOW_LINGER,
 	MGR_FLOW_HALF_OPEN,
+	MGR_FLOW_UNESTABLISHED,
 	MGR_CORE_WAKES,
 	MGR_MAX_NFS,
 	MGR_NF_USER,
@@ -600,6 +603,7 @@ static const char *const mgr_keys[MGR_N_KEYS] = {
 	"flow_idle_timeout_ms",
 	"flow_linger_ms",
 	"flow_half_open_timeout_ms",
+	"flow_unestablished_per_source",
 	"core_wakes_per_s",
 	"max_nfs",
 	"nf_user",
@@ -724,6 +728,9 @@ parse_manager(struct ctx *c, const yaml_node_t *node)
 	if (ret == 0)
 		ret = get_u32(c, v[MGR_FLOW_HALF_OPEN], b, "flow_half_open_timeout_ms", 1, 3600000,
 			      &cfg->flow_half_open_timeout_ms);
+	if (ret == 0)
+		ret = get_u32(c, v[MGR_FLOW_UNESTABLISHED], b, "flow_unestablished_per_source", 0,
+			      65535, &cfg->flow_unestablished_per_source);
 	if (ret == 0)
 		ret = get_u32(c, v[MGR_CORE_WAKES], b, "core_wakes_per_s", 0, 10000000,
 			      &cfg->core_wakes_per_s);
@@ -1039,6 +1046,8 @@ enum {
 	SVC_MEMORY_MAX_MB,
 	SVC_PIDS_MAX,
 	SVC_SCALE,
+	SVC_OUT_PORTS,
+	SVC_TO_SERVICES,
 	SVC_N_KEYS
 };
 /* (in enum sq_sched_batch's order) */
@@ -1077,6 +1086,8 @@ static const char *const svc_keys[SVC_N_KEYS] = {
 	"memory_max_mb",
 	"pids_max",
 	"scale",
+	"out_ports",
+	"to_services",
 };
 
 /* cgroup v2's own bounds: cpu.max takes at least 1 ms of a 100 ms period,
@@ -1097,8 +1108,67 @@ parse_cgroup(struct ctx *c, yaml_node_t *const *v, const char *b, struct sq_cfg_
 	return ret;
 }
 
+/* A list of names of @p what (ports: defined above; services: any) as a
+ * bit per index. */
 static int
-parse_service(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_cfg_service *svc)
+get_grants(struct ctx *c, const yaml_node_t *node, const char *b, const char *key, const char *what,
+	   index_fn find, unsigned int max, uint64_t *mask)
+{
+	unsigned int n = 0;
+	char field[64];
+	int ret, idx = -1;
+
+	*mask = 0;
+	ret = get_seq(c, node, b, key, 0, max, &n);
+	for (unsigned int i = 0; ret == 0 && i < n; i++) {
+		snprintf(field, sizeof(field), "%s.%s[%u]", b, key, i);
+		ret = get_ref(c, seq_item(c, node, i), field, NULL, what, find, &idx);
+		if (ret == 0)
+			*mask |= UINT64_C(1) << idx;
+	}
+	return ret;
+}
+
+/* out_ports (ports are known by now); to_services waits for the rest. */
+static int
+parse_verdict_grants(struct ctx *c, yaml_node_t *const *v, const char *b,
+		     struct sq_cfg_service *svc, unsigned int idx)
+{
+	bool isolated = svc->sandbox == SQ_SANDBOX_ISOLATED;
+	uint64_t mask;
+	int ret = 0;
+
+	svc->out_ports = isolated ? 0 : UINT32_MAX;
+	svc->to_services = isolated ? 0 : UINT64_MAX;
+	if (v[SVC_OUT_PORTS] != NULL) {
+		ret = get_grants(c, v[SVC_OUT_PORTS], b, "out_ports", "port", sq_config_port_index,
+				 SQ_MAX_PORTS, &mask);
+		svc->out_ports = (uint32_t)mask;
+	}
+	c->to_services[idx] = v[SVC_TO_SERVICES];
+	return ret;
+}
+
+static int
+resolve_to_services(struct ctx *c)
+{
+	char b[32];
+	int ret = 0;
+
+	for (uint16_t s = 0; ret == 0 && s < c->cfg->n_services; s++) {
+		if (c->to_services[s] == NULL)
+			continue;
+		snprintf(b, sizeof(b), "services[%u]", s);
+		ret = get_grants(c, c->to_services[s], b, "to_services", "service",
+				 sq_config_service_index, SQ_MAX_SERVICES,
+				 &c->cfg->services[s].to_services);
+	}
+	return ret;
+}
+
+static int
+parse_service(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_cfg_service *svc,
+	      unsigned int idx)
 {
 	yaml_node_t *v[SVC_N_KEYS];
 	uint32_t spin_us = 20;
@@ -1205,6 +1275,8 @@ parse_service(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_c
 		ret = get_u32(c, v[SVC_MEMORY_MB], b, "memory_mb", 0, 1u << 20, &svc->memory_mb);
 	if (ret == 0)
 		ret = parse_cgroup(c, v, b, &svc->cgroup);
+	if (ret == 0)
+		ret = parse_verdict_grants(c, v, b, svc, idx);
 	svc->spin_ns = (uint64_t)spin_us * 1000;
 	if (ret == 0)
 		ret = parse_scale(c, v[SVC_SCALE], b, svc, v[SVC_INSTANCES] != NULL,
@@ -1223,10 +1295,12 @@ parse_services(struct ctx *c, const yaml_node_t *node)
 	ret = get_seq(c, node, "", "services", 1, SQ_MAX_SERVICES, &n);
 	for (i = 0; ret == 0 && i < n; i++) {
 		snprintf(b, sizeof(b), "services[%u]", i);
-		ret = parse_service(c, seq_item(c, node, i), b, &cfg->services[i]);
+		ret = parse_service(c, seq_item(c, node, i), b, &cfg->services[i], i);
 		if (ret == 0)
 			cfg->n_services = i + 1;
 	}
+	if (ret == 0)
+		ret = resolve_to_services(c);
 	return ret;
 }
 

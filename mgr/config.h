@@ -100,6 +100,11 @@ struct sq_cfg_service {
 	uint32_t max_outstanding_pkts; /* packets an NF may hold at once; default 2 rings + 64 */
 	uint32_t sandbox;              /* enum sq_sandbox; default none */
 	uint32_t memory_mb; /* an NF's private memory (RLIMIT_DATA); 0: no limit (default) */
+	/* The OUT and TO verdicts its NFs may give (mgr/tx.c): a bit per port
+	 * and per service index. Unless the config names them (out_ports,
+	 * to_services): every one, none for an isolated service. */
+	uint32_t out_ports;
+	uint64_t to_services;
 	struct sq_cfg_cgroup cgroup;
 	struct sq_cfg_scale scale;
 	/* Running config only: removed while a draining chain's flows still
@@ -233,8 +238,10 @@ struct sq_config {
 	uint32_t chain_priority;
 	uint32_t max_flows;                 /* flow table size; default 65536 */
 	uint32_t flow_idle_timeout_ms;      /* UDP and unclean ends; default 10000 */
-	uint32_t flow_half_open_timeout_ms; /* since a TCP flow's last unACKed SYN; 5000 */
-	uint32_t flow_linger_ms;            /* after FIN both ways or RST; default 200 */
+	uint32_t flow_half_open_timeout_ms; /* since a TCP flow's first SYN; 5000 (mgr/admit.h) */
+	/* unestablished flows of one source prefix at once; 0: no cap */
+	uint32_t flow_unestablished_per_source;
+	uint32_t flow_linger_ms; /* after FIN both ways or RST; default 200 */
 	/* adaptive wakes: the wake rate a core of NFs is held to, by stretching
 	 * adaptive timeouts; default 50000; 0 = no limit */
 	uint32_t core_wakes_per_s;

@@ -192,6 +192,7 @@ emit_manager(struct out *o, const struct sq_config *cfg)
 	kv_u64(o, "flow_idle_timeout_ms", cfg->flow_idle_timeout_ms);
 	kv_u64(o, "flow_linger_ms", cfg->flow_linger_ms);
 	kv_u64(o, "flow_half_open_timeout_ms", cfg->flow_half_open_timeout_ms);
+	kv_u64(o, "flow_unestablished_per_source", cfg->flow_unestablished_per_source);
 	kv_u64(o, "core_wakes_per_s", cfg->core_wakes_per_s);
 	kv_u64(o, "idle_sleep_max_us", cfg->idle_sleep_max_us);
 	kv_u64(o, "idle_after_us", cfg->idle_after_us);
@@ -268,8 +269,33 @@ emit_scale(struct out *o, const struct sq_cfg_scale *sc)
 	map_end(o);
 }
 
+/* out_ports and to_services, where they are not the mode's default (every
+ * one; none for an isolated service): names, so the file reads back. */
 static void
-emit_service(struct out *o, const struct sq_cfg_service *s)
+emit_grants(struct out *o, const struct sq_config *cfg, const struct sq_cfg_service *s)
+{
+	bool isolated = s->sandbox == SQ_SANDBOX_ISOLATED;
+
+	if (s->out_ports != (isolated ? 0 : UINT32_MAX)) {
+		scalar(o, "out_ports");
+		seq_start(o, true);
+		for (uint16_t p = 0; p < cfg->n_ports; p++)
+			if (s->out_ports >> p & 1)
+				scalar(o, cfg->ports[p].name);
+		seq_end(o);
+	}
+	if (s->to_services != (isolated ? 0 : UINT64_MAX)) {
+		scalar(o, "to_services");
+		seq_start(o, true);
+		for (uint16_t i = 0; i < cfg->n_services; i++)
+			if ((s->to_services >> i & 1) && cfg->services[i].name[0] != '\0')
+				scalar(o, cfg->services[i].name);
+		seq_end(o);
+	}
+}
+
+static void
+emit_service(struct out *o, const struct sq_config *cfg, const struct sq_cfg_service *s)
 {
 	map_start(o, false);
 	kv(o, "name", s->name);
@@ -308,6 +334,7 @@ emit_service(struct out *o, const struct sq_cfg_service *s)
 	kv_u64(o, "cpu_weight", s->cgroup.cpu_weight);
 	kv_u64(o, "memory_max_mb", s->cgroup.memory_max_mb);
 	kv_u64(o, "pids_max", s->cgroup.pids_max);
+	emit_grants(o, cfg, s);
 	if (s->scale.enabled)
 		emit_scale(o, &s->scale);
 	map_end(o);
@@ -422,7 +449,7 @@ sq_config_emit(const struct sq_config *cfg, char **text, size_t *len)
 	seq_start(&o, false);
 	for (uint16_t i = 0; i < cfg->n_services; i++)
 		if (cfg->services[i].name[0] != '\0' && !cfg->services[i].draining) /* removed */
-			emit_service(&o, &cfg->services[i]);
+			emit_service(&o, cfg, &cfg->services[i]);
 	seq_end(&o);
 	emit_chains(&o, cfg);
 	emit_rules(&o, cfg);

@@ -119,8 +119,8 @@ mgr_control_unlock(void)
  * running (then the plan applies it) or not (then the plan refuses a
  * change)? Otherwise an apply would drop it silently. These sizes trip
  * when a struct grows; config_emit.c must write the new key too. */
-static_assert(offsetof(struct sq_config, ports) == 728, "manager key: plan_manager");
-static_assert(sizeof(struct sq_cfg_service) == 880, "service key: plan_service");
+static_assert(offsetof(struct sq_config, ports) == 732, "manager key: plan_manager");
+static_assert(sizeof(struct sq_cfg_service) == 896, "service key: plan_service");
 static_assert(sizeof(struct sq_cfg_scale) == 36, "scale key: plan_service");
 static_assert(sizeof(struct sq_cfg_wake) == 32, "wake key: same_wake");
 static_assert(sizeof(struct sq_cfg_port) == 2092, "port key: same_port");
@@ -241,6 +241,7 @@ plan_manager(struct plan *p, const struct sq_config *cur, const struct sq_config
 	FIXED(flow_idle_timeout_ms);
 	FIXED(flow_linger_ms);
 	FIXED(flow_half_open_timeout_ms);
+	FIXED(flow_unestablished_per_source);
 	FIXED(n_attach_uids);
 	if (memcmp(cur->attach_uids, n->attach_uids, sizeof(cur->attach_uids)) != 0)
 		return refuse(p, n->path, 1, "manager.attach_users", "cannot change while running");
@@ -375,6 +376,11 @@ plan_service(struct plan *p, const struct sq_cfg_service *c, const struct sq_cfg
 	out->batch_budget_pkts = s->batch_budget_pkts;
 	out->pool_idle = s->pool_idle;
 	out->pool_backlog_max = s->pool_backlog_max;
+	/* read at each verdict (mgr/tx.c); to_services by the running
+	 * indexes (remap_to_services) */
+	if (c->out_ports != s->out_ports || c->to_services != s->to_services)
+		note(p, "service %s: out_ports, to_services", s->name);
+	out->out_ports = s->out_ports;
 	return 0;
 }
 
@@ -486,6 +492,27 @@ plan_services(struct plan *p, const struct mgr *mgr, const struct sq_config *cur
 		add_svc_change(p, SVC_ADD, (uint16_t)slot, 0, s->instances);
 	}
 	return 0;
+}
+
+/* The TO verdicts a service may give name services by n's indexes: the
+ * running ones, as the chains' hops. */
+static void
+remap_to_services(const struct sq_config *n, struct sq_config *next, const int16_t *svc_map)
+{
+	for (uint16_t i = 0; i < n->n_services; i++) {
+		uint64_t from = n->services[i].to_services, to = 0;
+
+		if (svc_map[i] < 0)
+			continue;
+		if (from == UINT64_MAX) {
+			to = UINT64_MAX;
+		} else {
+			for (uint16_t j = 0; j < n->n_services; j++)
+				if ((from >> j & 1) && svc_map[j] >= 0)
+					to |= UINT64_C(1) << svc_map[j];
+		}
+		next->services[svc_map[i]].to_services = to;
+	}
 }
 
 static bool
@@ -780,6 +807,8 @@ plan_config(struct plan *p, const struct mgr *mgr, const struct sq_config *cur,
 		ret = plan_ports(p, cur, n);
 	if (ret == 0)
 		ret = plan_services(p, mgr, cur, n, next, svc_map);
+	if (ret == 0)
+		remap_to_services(n, next, svc_map);
 	if (ret == 0)
 		ret = plan_chains(p, cur, n, svc_map, next, chain_map);
 	if (ret == 0)

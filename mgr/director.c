@@ -34,6 +34,7 @@
 #include <rte_tcp.h>
 #include <rte_udp.h>
 
+#include "admit.h"
 #include "director.h"
 #include "held.h"
 #include "mgr.h"
@@ -68,14 +69,18 @@ struct flow {
 	uint8_t fins; /* bit 0: FIN from ip_lo's side, bit 1: from ip_hi's */
 	uint8_t tcp;
 	uint8_t assign; /* enum sq_assign */
-	/* TCP: the side of the SYN, and whether that side ACKed since (the
-	 * handshake done); until then the flow is half-open. */
+	/* The side of the SYN (of the first datagram), and whether the flow is
+	 * established (mgr/admit.h): TCP's handshake done, UDP replied to;
+	 * until then it is half-open, and counted against its source prefix
+	 * (unestab, in admit_bucket). */
 	uint8_t syn_from_lo;
 	uint8_t established;
+	uint8_t unestab;
+	uint16_t admit_bucket;
+	struct admit_tcp hs;
 	uint16_t chain_gen; /* its chain slot's generation: the slot reused, the flow is gone */
-	/* The SYN side's last SYN: a retransmission (its first SYN or the
-	 * SYN-ACK lost) restarts the half-open timer, so a real client that
-	 * retries keeps its flow and its NFs; a spoofed SYN is never resent. */
+	/* Its first SYN: the half-open timer runs from there (a resent SYN
+	 * does not restart it, or a spoofer's would hold the NF for ever). */
 	uint64_t syn_tsc;
 	uint32_t nf[SQ_MAX_HOPS];
 	uint16_t n_hops;
@@ -189,6 +194,7 @@ struct director {
 	uint64_t last_sweep_tsc; /* the idle sweep's last pass (expire_flows) */
 	uint64_t linger_tsc, idle_tsc, half_open_tsc, period_tsc;
 	struct director_stats st;
+	struct admit admit;
 	/* Second keys of flows (sq_rekeyed), data: the flow's position; the rx
 	 * lcore's alone. rekeys: tx -> rx, struct rekey. */
 	struct rte_hash *aliases;
@@ -437,6 +443,10 @@ mgr_director_init(struct mgr *mgr)
 	d->linger_tsc = hz / 1000 * mgr->cfg->flow_linger_ms;
 	d->idle_tsc = hz / 1000 * mgr->cfg->flow_idle_timeout_ms;
 	d->half_open_tsc = hz / 1000 * mgr->cfg->flow_half_open_timeout_ms;
+	d->admit.cap = mgr->cfg->flow_unestablished_per_source;
+	d->admit.count = calloc(ADMIT_BUCKETS, sizeof(*d->admit.count));
+	if (d->admit.count == NULL)
+		return -ENOMEM;
 	d->period_tsc = hz / 1000000 * DIRECTOR_PERIOD_US;
 	d->closing_cap = mgr->cfg->max_flows;
 	d->closing = calloc(d->closing_cap, sizeof(*d->closing));
@@ -460,6 +470,7 @@ mgr_director_free(struct mgr *mgr)
 			pool_free(d->staged[s]);
 		free(d->staged[s]);
 	}
+	free(d->admit.count);
 	rte_hash_free(d->table);
 	rte_hash_free(d->aliases);
 	free(d->alias_flow);
@@ -575,6 +586,71 @@ flow_key_of(const struct rte_mbuf *pkt, uint16_t chain, struct flow_key *k, uint
 						     pkt->l2_len + pkt->l3_len)
 				     ->tcp_flags;
 	return true;
+}
+
+/* ---- admission (admit.h) ---- */
+
+/* A TCP segment's sequence and acknowledgement numbers and payload bytes,
+ * from the headers rx parsed. */
+static bool
+tcp_segment(const struct rte_mbuf *pkt, uint32_t *seq, uint32_t *ack, uint32_t *len)
+{
+	const struct rte_tcp_hdr *th;
+	int32_t payload;
+
+	if (pkt->data_len < pkt->l2_len + pkt->l3_len + sizeof(*th))
+		return false;
+	th = rte_pktmbuf_mtod_offset(pkt, const struct rte_tcp_hdr *, pkt->l2_len + pkt->l3_len);
+	if (RTE_ETH_IS_IPV4_HDR(pkt->packet_type))
+		payload = rte_be_to_cpu_16(rte_pktmbuf_mtod_offset(pkt, const struct rte_ipv4_hdr *,
+								   pkt->l2_len)
+						   ->total_length) -
+			  (int32_t)pkt->l3_len;
+	else
+		payload = rte_be_to_cpu_16(rte_pktmbuf_mtod_offset(pkt, const struct rte_ipv6_hdr *,
+								   pkt->l2_len)
+						   ->payload_len) +
+			  40 - (int32_t)pkt->l3_len;
+	payload -= (th->data_off >> 4) * 4;
+	*len = payload > 0 ? (uint32_t)payload : 0;
+	*seq = rte_be_to_cpu_32(th->sent_seq);
+	*ack = rte_be_to_cpu_32(th->recv_ack);
+	return true;
+}
+
+/* The flow no longer counts against its source prefix. */
+static void
+admit_done(struct director *d, struct flow *f)
+{
+	if (f->unestab) {
+		f->unestab = 0;
+		admit_release(&d->admit, f->admit_bucket);
+	}
+}
+
+/* A packet of a flow not yet established (admit.h): a UDP reply, or the
+ * handshake's segments. */
+static void
+handshake(struct director *d, struct flow *f, const struct rte_mbuf *pkt, uint8_t flags,
+	  bool from_lo)
+{
+	uint32_t seq, ack, len;
+
+	if (!f->tcp) {
+		if (from_lo != f->syn_from_lo) {
+			f->established = 1;
+			admit_done(d, f);
+		}
+		return;
+	}
+	if (!tcp_segment(pkt, &seq, &ack, &len))
+		return;
+	if (from_lo != f->syn_from_lo) {
+		admit_tcp_responder(&f->hs, flags, seq, len);
+	} else if (admit_tcp_initiator_acks(&f->hs, flags, ack)) {
+		f->established = 1;
+		admit_done(d, f);
+	}
 }
 
 /* ---- second keys (sq_rekeyed) ---- */
@@ -1300,7 +1376,8 @@ mgr_director_steer(struct mgr *mgr, struct role_ctx *role, const struct sq_cfg_r
 	bool from_lo;
 	struct flow *f;
 	uint32_t hash;
-	uint16_t empty = 0;
+	uint16_t empty = 0, bucket;
+	bool half_open;
 	int pos, cause;
 
 	uint64_t t0 = rte_rdtsc();
@@ -1321,6 +1398,13 @@ mgr_director_steer(struct mgr *mgr, struct role_ctx *role, const struct sq_cfg_r
 				mgr_drop(&role->stats, SQ_DROP_STRAY, pkt);
 			return NULL;
 		}
+		half_open = syn || k.proto != IPPROTO_TCP;
+		bucket = admit_bucket(from_lo ? k.ip_lo : k.ip_hi);
+		if (half_open && !admit_room(&d->admit, bucket)) {
+			d->st.flows_refused++;
+			mgr_drop(&role->stats, SQ_DROP_FLOW_ADMISSION, pkt);
+			return NULL;
+		}
 		f = new_flow(mgr, d, &k, rule, hash, k.proto == IPPROTO_TCP, &cause, &empty);
 		if (f == NULL) {
 			if (cause != SQ_DROP_POOL_EMPTY ||
@@ -1330,7 +1414,12 @@ mgr_director_steer(struct mgr *mgr, struct role_ctx *role, const struct sq_cfg_r
 		}
 		pos = (int)(f - d->flows);
 		f->syn_from_lo = from_lo;
-		f->established = !syn;
+		f->established = !half_open;
+		if (half_open) {
+			f->unestab = 1;
+			f->admit_bucket = bucket;
+			admit_hold(&d->admit, bucket);
+		}
 		f->pkts++;
 		f->bytes += pkt->pkt_len;
 		f->last_tsc = meta->rx_tsc;
@@ -1352,14 +1441,10 @@ mgr_director_steer(struct mgr *mgr, struct role_ctx *role, const struct sq_cfg_r
 	f->pkts++;
 	f->bytes += pkt->pkt_len;
 	f->last_tsc = meta->rx_tsc;
-	/* The SYN side's first ACK: the handshake is done (a spoofed SYN never
-	 * sees it; see expire_flows). */
-	if (unlikely(f->tcp && !f->established) && from_lo == f->syn_from_lo &&
-	    (flags & (RTE_TCP_SYN_FLAG | RTE_TCP_ACK_FLAG)) == RTE_TCP_ACK_FLAG)
-		f->established = 1;
-	else if (unlikely(f->tcp && !f->established) && from_lo == f->syn_from_lo &&
-		 (flags & (RTE_TCP_SYN_FLAG | RTE_TCP_ACK_FLAG)) == RTE_TCP_SYN_FLAG)
-		f->syn_tsc = meta->rx_tsc;
+	/* The responder's SYN-ACK, then an ACK that acknowledges it, or a
+	 * reply: established (a spoofer sees neither; see expire_flows). */
+	if (unlikely(!f->established))
+		handshake(d, f, pkt, flags, from_lo);
 	if (f->tcp && track_tcp(d, f, flags, from_lo, meta->rx_tsc))
 		hand_off(mgr, d, f);
 	meta->flow_id = (uint32_t)pos + 1;
@@ -1494,6 +1579,7 @@ remove_flow(struct mgr *mgr, struct director *d, struct flow *f)
 		rte_hash_free_key_with_position(d->table, pos);
 	if (f->alias != 0)
 		drop_alias(d, f);
+	admit_done(d, f);
 	f->state = FLOW_FREE;
 	d->st.flows_ended++;
 	d->st.flows_active--;
@@ -1655,6 +1741,15 @@ expire_flows(struct mgr *mgr, struct director *d, uint64_t now)
 			 * ends the flow. */
 			f->state = FLOW_DRAIN;
 			d->st.flows_half_open_expired++;
+			admit_done(d, f);
+		} else if (f->state == FLOW_OPEN && !f->tcp && !f->established &&
+			   f->assign == SQ_ASSIGN_PER_FLOW &&
+			   older_than(now, f->last_tsc, d->half_open_tsc)) {
+			/* Nor a UDP flood: unreplied, its flows end after the
+			 * half-open timeout without a packet. */
+			f->state = FLOW_DRAIN;
+			d->st.flows_unreplied_expired++;
+			admit_done(d, f);
 		} else {
 			/* Open, lingering, or draining: the draining list or the
 			 * closing queue has a draining one, but the sweep tries it

@@ -21,6 +21,8 @@ struct director_stats {
 	uint64_t flows_closed;            /* FIN both ways or RST seen */
 	uint64_t flows_idle_expired;      /* ended by the idle timeout */
 	uint64_t flows_half_open_expired; /* TCP, never ACKed by its SYN side: ended early */
+	uint64_t flows_unreplied_expired; /* UDP, no reply and idle: ended early */
+	uint64_t flows_refused;           /* new, past flow_unestablished_per_source */
 	uint64_t flows_config_ended;      /* a run-time change took their chain or NF away */
 	uint64_t flows_ended;             /* entries removed, NFs released */
 	uint64_t handoffs;            /* NFs given back at their flow's close (lifo, no linger) */

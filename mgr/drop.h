@@ -29,7 +29,9 @@
 	_(SERVICE_FAILED, service_failed, "service failed (crash loop)")                    \
 	_(NF_OVERLOADED, nf_overloaded, "nf holds max_outstanding_pkts")                    \
 	_(BAD_MBUF, bad_mbuf, "nf returned an mbuf with impossible lengths")                \
-	_(ISOLATED_COPY, isolated_copy, "chained mbuf: no copy to an isolated nf")
+	_(ISOLATED_COPY, isolated_copy, "chained mbuf: no copy to an isolated nf")          \
+	_(VERDICT_DENIED, verdict_denied, "out or to verdict the service was not granted")  \
+	_(FLOW_ADMISSION, flow_admission, "new flow past its source's unestablished cap")
 #define SQ_DROP_ENUM(sym, key, str) SQ_DROP_##sym,
 enum sq_drop { SQ_FOREACH_DROP(SQ_DROP_ENUM) SQ_DROP_MAX };
 extern const char *const sq_drop_keys[SQ_DROP_MAX];

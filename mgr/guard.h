@@ -44,7 +44,9 @@
 	X(POOL, "pool")         \
 	X(NEXT, "next")         \
 	X(NB_SEGS, "nb_segs")   \
-	X(REFCNT, "refcnt")
+	X(REFCNT, "refcnt")     \
+	X(OL_FLAGS, "ol_flags") \
+	X(PRIV_SIZE, "priv_size")
 #define GUARD_FIELD_ENUM(e, k) GUARD_F_##e,
 enum guard_field { GUARD_FOREACH_FIELD(GUARD_FIELD_ENUM) GUARD_FIELD_MAX };
 extern const char *const mgr_guard_field_keys[GUARD_FIELD_MAX];
@@ -174,6 +176,11 @@ mgr_guard_owner(uint32_t idx)
 	return mgr_guard.owner[idx];
 }
 
+/* ol_flags bits that make a free or a PMD follow another buffer (an
+ * attached one's shinfo->free_cb, an indirect one's direct mbuf): no mbuf of
+ * the pool has them. */
+#define GUARD_OL_FOREIGN (RTE_MBUF_F_EXTERNAL | RTE_MBUF_F_INDIRECT)
+
 /* The fields a free, a PMD and the manager rely on, as the pool made them,
  * of one segment on its own (an NF has no reason to change any): compared,
  * and written only if one differs, so a good packet dirties no line.
@@ -187,7 +194,8 @@ mgr_guard_restore(struct rte_mbuf *m, uint32_t idx)
 
 	if (likely(m->buf_addr == addr && rte_mbuf_iova_get(m) == g->buf_iova[idx] &&
 		   m->buf_len == g->buf_len && m->pool == g->pool && m->next == NULL &&
-		   m->nb_segs == 1 && rte_mbuf_refcnt_read(m) == 1))
+		   m->nb_segs == 1 && rte_mbuf_refcnt_read(m) == 1 &&
+		   (m->ol_flags & GUARD_OL_FOREIGN) == 0 && m->priv_size == g->priv_size))
 		return 0;
 	bad = (uint32_t)(m->buf_addr != addr) << GUARD_F_BUF_ADDR |
 	      (uint32_t)(rte_mbuf_iova_get(m) != g->buf_iova[idx]) << GUARD_F_BUF_IOVA |
@@ -195,7 +203,9 @@ mgr_guard_restore(struct rte_mbuf *m, uint32_t idx)
 	      (uint32_t)(m->pool != g->pool) << GUARD_F_POOL |
 	      (uint32_t)(m->next != NULL) << GUARD_F_NEXT |
 	      (uint32_t)(m->nb_segs != 1) << GUARD_F_NB_SEGS |
-	      (uint32_t)(rte_mbuf_refcnt_read(m) != 1) << GUARD_F_REFCNT;
+	      (uint32_t)(rte_mbuf_refcnt_read(m) != 1) << GUARD_F_REFCNT |
+	      (uint32_t)((m->ol_flags & GUARD_OL_FOREIGN) != 0) << GUARD_F_OL_FLAGS |
+	      (uint32_t)(m->priv_size != g->priv_size) << GUARD_F_PRIV_SIZE;
 	m->buf_addr = addr;
 	rte_mbuf_iova_set(m, g->buf_iova[idx]);
 	m->buf_len = g->buf_len;
@@ -203,6 +213,8 @@ mgr_guard_restore(struct rte_mbuf *m, uint32_t idx)
 	m->next = NULL;
 	m->nb_segs = 1;
 	rte_mbuf_refcnt_set(m, 1);
+	m->ol_flags &= ~GUARD_OL_FOREIGN;
+	m->priv_size = g->priv_size;
 	return bad;
 }
 

@@ -334,7 +334,9 @@ mgr_iso_enqueue(struct mgr_iso *iso, uint32_t *prod, struct rte_mbuf *const *pkt
  * read once (it may write them while we copy), and lengths are checked
  * before any byte moves. What it may write of the metadata: verdict, sig,
  * user[] and, at the first hop, nf0_tsc (a time; kept only if between the
- * packet's receipt and now). nf_visits is the manager's count. */
+ * packet's receipt and now). nf_visits is the manager's count. Its
+ * packet_type and header lengths are not taken: the tx role parses the
+ * packet again (mgr/tx.c reparse). */
 static inline bool
 copy_back(const struct mgr_iso *iso, struct rte_mbuf *q, struct rte_mbuf *p, uint64_t now)
 {
@@ -351,8 +353,6 @@ copy_back(const struct mgr_iso *iso, struct rte_mbuf *q, struct rte_mbuf *p, uin
 	p->data_off = off;
 	p->data_len = len;
 	p->pkt_len = len;
-	p->packet_type = q->packet_type;
-	p->tx_offload = q->tx_offload;
 	pm->verdict = qm->verdict;
 	pm->sig = qm->sig;
 	pm->user[0] = qm->user[0];

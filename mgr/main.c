@@ -332,6 +332,7 @@ run_loop(struct mgr *mgr, const struct options *o, bool rx_elsewhere)
 			mgr_nfs_poll(mgr);
 		}
 		mgr_nfs_watchdog(mgr);
+		mgr_nfs_poll_logs(mgr);
 		mgr_stats_poll(mgr);
 		mgr_control_poll(mgr);
 		/* (a config the control poll took may change it: the NFs on the

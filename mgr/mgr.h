@@ -22,6 +22,8 @@
 #include "director.h"
 #include "drop.h"
 #include "latency.h"
+#include "nflog.h"
+#include "uids.h"
 
 extern int sq_logtype_mgr;
 #define MGR_LOG(level, fmt, ...) \
@@ -191,6 +193,7 @@ struct mgr_nf {
 	rte_spinlock_t rx_lock;
 	bool ring_broken;   /* its rings made no sense: killed, never drained */
 	uint64_t bad_descs; /* descriptors it handed back that were no mbuf it held */
+	uid_t uid;          /* what its process runs as (0: root, by the config) */
 	uint64_t start_tsc; /* spawn time, for start-to-ready */
 	uint64_t ready_tsc;
 	/* Supervision (nfs.c, control lcore; telemetry reads). */
@@ -269,6 +272,7 @@ struct core_wakes {
  * in stats "region_corrupt". */
 #define MGR_FOREACH_CORRUPT(X)          \
 	X(TX_READY_OFF, "tx_ready_off") \
+	X(HEADER, "header")             \
 	X(MGR_STATE, "mgr_state")       \
 	X(CORE_GROUP, "core_group")     \
 	X(SERVICE, "service")           \
@@ -284,12 +288,24 @@ struct mgr {
 	struct sq_region_hdr *region;
 	char region_path[SQ_CFG_PATH_LEN]; /* a symlink to /proc/<pid>/fd/<region_fd> */
 	int region_fd;                     /* open while region_path is set */
+	/* NFs' stdin (/dev/null), their stdout and stderr (nflog.h), and their
+	 * uids (uids.h: held while the manager runs as root) */
+	int devnull_fd;
+	/* numbers kept (open on /dev/null) for an NF's log pipe and region
+	 * while it starts: low, as spawn.c wants them (spawn_fd_slot) */
+	int spawn_fds[2];
+	struct mgr_nflog nflog;
+	struct mgr_uids uids;
 	/* The manager's own copies of header fields an NF can rewrite (region.c
 	 * checks the region against them, off the hot path). */
 	_Atomic uint64_t *tx_ready;  /* the tx-ready bitmap */
 	_Atomic uint64_t *msg_ready; /* the msg-ready bitmap, right after it */
 	uint64_t tx_ready_off;
 	uint32_t mgr_state;
+	/* The header as the manager wrote it, from the start on (hdr_sealed):
+	 * its geometry, pid, name and port names, restored where an NF wrote. */
+	struct sq_region_hdr hdr_own;
+	bool hdr_sealed;
 	uint32_t region_check_next;               /* the next NF whose ctl the check reads */
 	uint64_t region_corrupt[MGR_CORRUPT_MAX]; /* rewrites found, by field */
 	struct rte_mempool *pool;
@@ -504,6 +520,8 @@ void mgr_nfs_announce(const struct mgr *mgr);
  * 0, and it is live; -ECHILD or -ETIMEDOUT (logged). */
 int mgr_nfs_wait_ready(struct mgr *mgr, struct mgr_nf *nf);
 unsigned int mgr_nfs_poll(struct mgr *mgr);
+/* What NFs wrote to stdout and stderr, said (nflog.h). */
+void mgr_nfs_poll_logs(struct mgr *mgr);
 void mgr_nfs_stop_all(struct mgr *mgr);
 void mgr_nfs_free(struct mgr *mgr);
 /* Restarts due now, NFs that became ready; every round while mgr->sup_busy. */

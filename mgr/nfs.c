@@ -4,6 +4,7 @@
  * a dead NF held or had queued, and stopping them all at shutdown.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <sched.h>
 #include <signal.h>
@@ -216,6 +217,81 @@ init_nf(struct mgr *mgr, struct mgr_nf *nf, uint16_t service, uint16_t instance)
 	return 0;
 }
 
+static uint64_t
+now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void
+mgr_nfs_poll_logs(struct mgr *mgr)
+{
+	mgr_nflog_poll(&mgr->nflog, now_ns());
+}
+
+/* @p fd at the kept number @p slot for the NF's start (spawn.c copies the
+ * manager's descriptor table only up to the highest it is given), or
+ * itself if that fails. */
+static int
+spawn_fd_slot(int fd, int slot)
+{
+	return fd >= 0 && slot >= 0 && fd > slot && dup3(fd, slot, O_CLOEXEC) == slot ? slot : fd;
+}
+
+/* The slot free again (its copy closed: a pipe's write end must be the
+ * NF's alone, or its end is never seen). */
+static void
+spawn_fd_unslot(const struct mgr *mgr, int slot)
+{
+	if (slot >= 0)
+		dup3(mgr->devnull_fd, slot, O_CLOEXEC);
+}
+
+/* What every NF is given besides its region: stdin, a log pipe, a uid. */
+static int
+open_nf_io(struct mgr *mgr)
+{
+	struct rlimit fds;
+	char err[256];
+	int ret;
+
+	/* A descriptor per NF (its log pipe): as many as the system lets us. */
+	if (getrlimit(RLIMIT_NOFILE, &fds) == 0 && fds.rlim_cur < fds.rlim_max) {
+		fds.rlim_cur = fds.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &fds);
+	}
+	mgr->devnull_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	for (int i = 0; i < 2; i++)
+		mgr->spawn_fds[i] =
+			mgr->devnull_fd < 0 ? -1 : fcntl(mgr->devnull_fd, F_DUPFD_CLOEXEC, 0);
+	if (mgr->devnull_fd < 0 || mgr->spawn_fds[0] < 0 || mgr->spawn_fds[1] < 0) {
+		ret = -errno;
+		MGR_LOG(ERR, "cannot open /dev/null: %s\n", strerror(errno));
+		return ret;
+	}
+	ret = mgr_nflog_init(&mgr->nflog, mgr->region->max_nfs ? mgr->region->max_nfs : 1,
+			     STDERR_FILENO);
+	if (ret < 0) {
+		MGR_LOG(ERR, "cannot set up the NFs' logs: %s\n", strerror(-ret));
+		return ret;
+	}
+	/* A manager that is not root cannot give uids: its NFs run as it. */
+	mgr->uids = (struct mgr_uids){.index = -1, .lock_fd = -1};
+	if (geteuid() != 0)
+		return 0;
+	ret = mgr_uids_claim(&mgr->uids, MGR_UIDS_LOCK_DIR, err, sizeof(err));
+	if (ret < 0) {
+		MGR_LOG(ERR, "%s\n", err);
+		return ret;
+	}
+	MGR_LOG(INFO, "NF uids %u to %u (range %d)\n", (unsigned int)mgr->uids.base,
+		(unsigned int)mgr->uids.base + mgr->region->max_nfs - 1, mgr->uids.index);
+	return 0;
+}
+
 int
 mgr_nfs_init(struct mgr *mgr)
 {
@@ -233,6 +309,9 @@ mgr_nfs_init(struct mgr *mgr)
 		calloc(mgr->region->max_nfs ? mgr->region->max_nfs : 1, sizeof(*mgr->sup->ids));
 	if (mgr->sup->ids == NULL)
 		return -ENOMEM;
+	ret = open_nf_io(mgr);
+	if (ret < 0)
+		return ret;
 	/* A service's NF ids are contiguous: max_instances of them, so that its
 	 * instances can grow while running; those beyond instances wait unstarted. */
 	for (uint16_t s = 0; s < mgr->cfg->n_services; s++) {
@@ -257,16 +336,38 @@ mgr_nfs_init(struct mgr *mgr)
 
 static const struct mgr_cg_root host_cgroups = {"/sys/fs/cgroup", "/proc/self/cgroup"};
 
+/* Headroom per NF in the memory cgroup that memory_mb implies, over
+ * memory_mb itself: its page tables, stacks, the files it reads. */
+#define MEMORY_MB_SLACK 32u
+
+/* The limits a service's group holds: its own, and with memory_mb a memory
+ * limit for all its NFs (unless memory_max_mb sets one), so that what
+ * RLIMIT_DATA does not count (shared anonymous memory, a file it maps)
+ * counts too. */
+static struct sq_cfg_cgroup
+limits_of(const struct sq_cfg_service *cs)
+{
+	struct sq_cfg_cgroup lim = cs->cgroup;
+
+	if (cs->memory_mb != 0 && lim.memory_max_mb == 0)
+		lim.memory_max_mb = (uint32_t)RTE_MIN((uint64_t)(cs->memory_mb + MEMORY_MB_SLACK) *
+							      RTE_MAX(cs->max_instances, 1u),
+						      (uint64_t)1 << 20);
+	return lim;
+}
+
 static void
 log_limits(const struct mgr *mgr, const struct sq_cfg_service *cs, const struct mgr_cgroup *cg)
 {
 	MGR_LOG(NOTICE,
-		"service %s: cgroup v%d %s: cpu_max_pct %u, cpu_weight %u, memory_max_mb %u, "
+		"service %s: cgroup v%d %s: cpu_max_pct %u, cpu_weight %u, memory_max_mb %u%s, "
 		"pids_max %u (0: no limit)\n",
 		cs->name, cg->version,
 		cg->dir[MGR_CG_MEMORY][0] ? cg->dir[MGR_CG_MEMORY] : cg->dir[0],
-		cs->cgroup.cpu_max_pct, cs->cgroup.cpu_weight, cs->cgroup.memory_max_mb,
-		cs->cgroup.pids_max);
+		cg->set.cpu_max_pct, cg->set.cpu_weight, cg->set.memory_max_mb,
+		cs->cgroup.memory_max_mb == 0 && cg->set.memory_max_mb != 0 ? " (from memory_mb)"
+									    : "",
+		cg->set.pids_max);
 	(void)mgr;
 }
 
@@ -290,6 +391,7 @@ static int
 sync_cgroup(struct mgr *mgr, uint16_t s)
 {
 	const struct sq_cfg_service *cs = &mgr->cfg->services[s];
+	const struct sq_cfg_cgroup lim = limits_of(cs);
 	struct mgr_service *svc = &mgr->services[s];
 	struct mgr_cgroup *cg = svc->cgroup;
 	char err[PATH_MAX + 256];
@@ -302,7 +404,7 @@ sync_cgroup(struct mgr *mgr, uint16_t s)
 		cg = NULL;
 	}
 	if (cg == NULL) {
-		if (!mgr_cgroup_wanted(&cs->cgroup))
+		if (!mgr_cgroup_wanted(&lim))
 			return 0;
 		cg = malloc(sizeof(*cg));
 		if (cg == NULL)
@@ -310,7 +412,7 @@ sync_cgroup(struct mgr *mgr, uint16_t s)
 		ret = mgr_cgroup_open(cg, &host_cgroups, mgr->cfg->name, cs->name, err,
 				      sizeof(err));
 		if (ret == 0)
-			ret = mgr_cgroup_limit(cg, &cs->cgroup, err, sizeof(err));
+			ret = mgr_cgroup_limit(cg, &lim, err, sizeof(err));
 		if (ret < 0) {
 			mgr_cgroup_close(cg);
 			free(cg);
@@ -330,9 +432,9 @@ sync_cgroup(struct mgr *mgr, uint16_t s)
 		}
 		return 0;
 	}
-	if (memcmp(&cg->set, &cs->cgroup, sizeof(cg->set)) == 0)
+	if (memcmp(&cg->set, &lim, sizeof(cg->set)) == 0)
 		return 0;
-	ret = mgr_cgroup_limit(cg, &cs->cgroup, err, sizeof(err));
+	ret = mgr_cgroup_limit(cg, &lim, err, sizeof(err));
 	if (ret < 0) {
 		MGR_LOG(ERR, "service %s: %s (its NFs keep the limits they had)\n", cs->name, err);
 		return ret;
@@ -614,6 +716,12 @@ drop_parked(struct rte_mbuf *m, void *arg)
 		mgr_drop(&d->mgr->tx.stats, d->cause, m);
 }
 
+/* An NF's descriptors and its uid's processes and threads: enough for a
+ * crypto or regex library's files and a worker thread pool, not for a fork
+ * bomb or a descriptor flood. */
+#define NF_MAX_FDS   256
+#define NF_MAX_TASKS 256
+
 /* Variables an NF keeps from the manager's environment; the rest (and any
  * SQUALL_* of the manager's own caller) is not passed on. */
 static const char *const env_keep[] = {
@@ -627,17 +735,22 @@ mgr_nfs_spawn(struct mgr *mgr, struct mgr_nf *nf)
 {
 	const struct sq_cfg_service *cs = &mgr->cfg->services[nf->service];
 	char *argv[SQ_MAX_NF_ARGS + 2];
-	char env_region[SQ_CFG_PATH_LEN + 16], env_id[32], env_fd[32];
-	char *envp[RTE_DIM(env_keep) + 4];
+	char env_region[SQ_CFG_PATH_LEN + 16], env_id[32], env_fd[32], env_pid[32];
+	char *envp[RTE_DIM(env_keep) + 5];
 	struct mgr_spawn sp = {
 		.exec = cs->exec,
 		.argv = argv,
 		.envp = envp,
 		.keep_fd = nf->iso != NULL ? nf->iso->fd : mgr->region_fd,
+		.stdin_fd = mgr->devnull_fd,
+		.parent = getpid(),
+		.max_fds = NF_MAX_FDS,
+		.max_tasks = NF_MAX_TASKS,
 	};
+	char log_name[SQ_NAME_LEN + 16];
 	const char *step = "";
 	size_t n_env = 0;
-	int ret;
+	int ret, log_fd;
 
 	for (size_t k = 0; k < RTE_DIM(env_keep); k++) {
 		for (char **e = environ; *e != NULL; e++) {
@@ -657,20 +770,29 @@ mgr_nfs_spawn(struct mgr *mgr, struct mgr_nf *nf)
 	snprintf(env_id, sizeof(env_id), "SQUALL_NF_ID=%u", nf->iso != NULL ? 0 : nf->id);
 	envp[n_env++] = env_region;
 	envp[n_env++] = env_id;
-	/* The region fd, kept open (close-on-exec cleared) in the child only. */
-	snprintf(env_fd, sizeof(env_fd), "SQUALL_REGION_FD=%d", sp.keep_fd);
+	/* The region, at the one number past stdio the NF keeps. */
+	snprintf(env_fd, sizeof(env_fd), "SQUALL_REGION_FD=%d", MGR_SPAWN_REGION_FD);
 	envp[n_env++] = env_fd;
+	/* Ours, to learn our end by (0 in the NF's own pid namespace, where
+	 * its parent-death signal tells it): not the region's copy, which any
+	 * shared NF can rewrite. */
+	snprintf(env_pid, sizeof(env_pid), "SQUALL_MGR_PID=%d",
+		 cs->sandbox == SQ_SANDBOX_ISOLATED ? 0 : (int)getpid());
+	envp[n_env++] = env_pid;
 	envp[n_env] = NULL;
-	/* No NF runs as root unless the config says so (manager.nf_user). */
-	sp.set_user = mgr->cfg->nf_uid != 0 && geteuid() == 0;
-	sp.uid = mgr->cfg->nf_uid;
-	sp.gid = mgr->cfg->nf_gid;
+	/* No NF runs as root unless the config says so (manager.nf_user: its
+	 * group is the NFs'); each its own uid, of this manager's range. */
+	sp.set_user = mgr->cfg->nf_uid != 0 && mgr->uids.index >= 0;
+	sp.uid = mgr->uids.index >= 0 ? mgr_uids_of(&mgr->uids, nf->id) : geteuid();
+	sp.gid = mgr->cfg->nf_gid != 0 ? mgr->cfg->nf_gid : 65534; /* (nogroup, not root's) */
 	sp.data_bytes = (uint64_t)cs->memory_mb << 20;
 	{
 		struct mgr_cgroup *cg = atomic_load(&mgr->services[nf->service].cgroup);
 
 		/* limits asked for and no group to hold them: not started unlimited */
-		if (mgr_cgroup_wanted(&cs->cgroup) && (cg == NULL || strcmp(cg->name, cs->name))) {
+		const struct sq_cfg_cgroup lim = limits_of(cs);
+
+		if (mgr_cgroup_wanted(&lim) && (cg == NULL || strcmp(cg->name, cs->name))) {
 			MGR_LOG(ERR,
 				"%s#%u: not started: no cgroup for its limits (logged above)\n",
 				cs->name, nf->instance);
@@ -682,12 +804,15 @@ mgr_nfs_spawn(struct mgr *mgr, struct mgr_nf *nf)
 			sp.n_cgroup_fds = MGR_CG_N;
 		}
 	}
+	/* (with memory_mb, huge pages of its own would go past it) */
+	sp.filter = mgr_sandbox_filter(MGR_SANDBOX_BASE, cs->memory_mb != 0);
 	if (cs->sandbox == SQ_SANDBOX_STRICT || cs->sandbox == SQ_SANDBOX_ISOLATED) {
 		/* (a uid of its own even where nf_user is root: strict is strict) */
-		sp.set_user = geteuid() == 0;
-		sp.uid = SQ_SANDBOX_UID_BASE + nf->id;
-		sp.gid = sp.gid != 0 ? sp.gid : 65534; /* (nogroup, not root's) */
-		sp.filter = mgr_sandbox_filter(cs->sandbox == SQ_SANDBOX_ISOLATED);
+		sp.set_user = mgr->uids.index >= 0;
+		sp.filter =
+			mgr_sandbox_filter(cs->sandbox == SQ_SANDBOX_ISOLATED ? MGR_SANDBOX_ISOLATED
+									      : MGR_SANDBOX_STRICT,
+					   true);
 		sp.no_core = true;
 		sp.namespaces = cs->sandbox == SQ_SANDBOX_ISOLATED;
 	}
@@ -702,8 +827,12 @@ mgr_nfs_spawn(struct mgr *mgr, struct mgr_nf *nf)
 	if (nf->iso != NULL) {
 		/* Its private region as new: what the last process left there
 		 * was reclaimed (drop_ring), and it could have written any of it. */
-		nf->iso->n_ports = mgr->region->n_ports; /* (set after the regions) */
-		memcpy(nf->iso->port_names, mgr->region->port_names, sizeof(nf->iso->port_names));
+		/* (set after the regions; the manager's names, not the shared
+		 * region's, which a shared NF can write) */
+		nf->iso->n_ports = RTE_MIN(mgr->n_ports, (uint16_t)RTE_DIM(nf->iso->port_names));
+		for (uint16_t p = 0; p < nf->iso->n_ports; p++)
+			snprintf(nf->iso->port_names[p], sizeof(nf->iso->port_names[p]), "%s",
+				 mgr->ports[p].name);
 		mgr_iso_restart(nf->iso, drop_parked,
 				&(struct parked_drop){mgr, nf, SQ_DROP_NF_DIED});
 		nf->tx_cons = 0;
@@ -718,9 +847,29 @@ mgr_nfs_spawn(struct mgr *mgr, struct mgr_nf *nf)
 		nf->rx_prod = 0;
 		nf->ring_broken = false;
 	}
+	snprintf(log_name, sizeof(log_name), "%s#%u", cs->name, nf->instance);
+	log_fd = mgr_nflog_open(&mgr->nflog, nf->id, log_name);
+	if (log_fd < 0) {
+		/* (never the manager's own stderr: it may be a terminal) */
+		MGR_LOG(WARNING, "%s: no log pipe (%s): its output goes to /dev/null\n", log_name,
+			strerror(-log_fd));
+		log_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	}
+	sp.log_fd = spawn_fd_slot(log_fd, mgr->spawn_fds[0]);
+	if (sp.log_fd != log_fd)
+		close(log_fd);
+	sp.keep_fd = spawn_fd_slot(sp.keep_fd, mgr->spawn_fds[1]);
+	nf->uid = sp.set_user ? sp.uid : geteuid();
 	atomic_store(&nf->ctl->state, SQ_NF_SPAWNED);
 	nf->start_tsc = rte_rdtsc();
 	ret = mgr_spawn(&sp, &nf->pid, &step);
+	/* (the NF's ends: its log pipe's write end, its region's copy) */
+	if (sp.log_fd == mgr->spawn_fds[0])
+		spawn_fd_unslot(mgr, sp.log_fd);
+	else if (sp.log_fd >= 0)
+		close(sp.log_fd);
+	if (sp.keep_fd == mgr->spawn_fds[1])
+		spawn_fd_unslot(mgr, sp.keep_fd);
 	if (ret != 0) {
 		atomic_store(&nf->ctl->state, SQ_NF_DEAD);
 		MGR_LOG(ERR, "%s#%u: cannot start %s (%s): %s\n", cs->name, nf->instance, cs->exec,
@@ -1440,6 +1589,17 @@ void
 mgr_nfs_free(struct mgr *mgr)
 {
 	mgr_nfs_cgroups_free(mgr);
+	if (mgr->nflog.slots != NULL) {
+		mgr_nflog_drain(&mgr->nflog, now_ns());
+		mgr_nflog_free(&mgr->nflog);
+	}
+	if (mgr->devnull_fd > 0) {
+		close(mgr->devnull_fd);
+		close(mgr->spawn_fds[0]);
+		close(mgr->spawn_fds[1]);
+	}
+	mgr->devnull_fd = -1;
+	mgr_uids_release(&mgr->uids);
 	for (uint32_t i = 0; i < mgr->n_nfs; i++) {
 		free_private_region(mgr, &mgr->nfs[i], true);
 		free_shared_rings(mgr, &mgr->nfs[i]);

@@ -410,11 +410,36 @@ mgr_region_destroy(struct mgr *mgr)
 #define MGR_CORRUPT_KEY(e, k) [MGR_CORRUPT_##e] = k,
 const char *const mgr_corrupt_keys[MGR_CORRUPT_MAX] = {MGR_FOREACH_CORRUPT(MGR_CORRUPT_KEY)};
 
+/* The header's parts NFs only read: from its start to mgr_state, and from
+ * its name to the per-core-group words NFs write. */
+#define HDR_FIXED_A_LEN offsetof(struct sq_region_hdr, mgr_state)
+#define HDR_FIXED_B_OFF offsetof(struct sq_region_hdr, name)
+#define HDR_FIXED_B_LEN (offsetof(struct sq_region_hdr, woken) - HDR_FIXED_B_OFF)
+
 void
 mgr_region_set_state(struct mgr *mgr, enum sq_mgr_state state)
 {
 	mgr->mgr_state = state;
 	atomic_store(&mgr->region->mgr_state, state);
+	/* Running: every part of the header is written (the ports' names
+	 * last); from now on the manager's copy is the header. */
+	if (state == SQ_MGR_RUNNING && !mgr->hdr_sealed) {
+		memcpy(&mgr->hdr_own, mgr->region, sizeof(mgr->hdr_own));
+		mgr->hdr_sealed = true;
+	}
+}
+
+/* A part of the header as the manager wrote it again, if an NF changed it. */
+static void
+restore_part(struct mgr *mgr, size_t off, size_t len)
+{
+	char *now = (char *)mgr->region + off;
+	const char *own = (const char *)&mgr->hdr_own + off;
+
+	if (memcmp(now, own, len) == 0)
+		return;
+	mgr->region_corrupt[MGR_CORRUPT_HEADER]++;
+	memcpy(now, own, len);
 }
 
 /* NFs read mgr_state (informational: an NF leaves its loop on its own
@@ -432,6 +457,10 @@ check_hdr(struct mgr *mgr)
 	if (atomic_load_explicit(&hdr->mgr_state, memory_order_relaxed) != mgr->mgr_state) {
 		mgr->region_corrupt[MGR_CORRUPT_MGR_STATE]++;
 		atomic_store(&hdr->mgr_state, mgr->mgr_state);
+	}
+	if (mgr->hdr_sealed) {
+		restore_part(mgr, 0, HDR_FIXED_A_LEN);
+		restore_part(mgr, HDR_FIXED_B_OFF, HDR_FIXED_B_LEN);
 	}
 }
 

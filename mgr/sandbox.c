@@ -17,6 +17,12 @@
  * calls of its own (its shadow memory, /proc/self/maps, sigaltstack) that
  * vary with its version: there isolated NFs get the deny list.
  *
+ * Every other NF (`sandbox: none`) gets the base filter, what no NF may do
+ * whatever it is trusted with: type into a terminal (TIOCSTI, TIOCLINUX)
+ * or pin itself to a core (sched_setaffinity: the manager places NFs);
+ * both fail with EPERM there, and are in the strict and isolated filters
+ * too.
+ *
  * Either way a call the filter forbids kills the whole NF process (SIGSYS),
  * which the manager reports as the NF's last exit ("signal 31") and handles
  * by the service's restart policy. Another architecture's system calls (int
@@ -30,6 +36,7 @@
 #include <sys/prctl.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/shm.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -41,6 +48,8 @@ static const char *const denied[] = {
 	/* the network: an NF's packets come through its rings only */
 	"socket",
 	"socketpair",
+	"accept",
+	"accept4",
 	/* other processes */
 	"ptrace",
 	"process_vm_readv",
@@ -151,9 +160,13 @@ static const char *const allowed[] = {
 	"exit_group",
 };
 
-enum { STRICT, ISOLATED, N_FILTERS };
+#define BASE      MGR_SANDBOX_BASE
+#define STRICT    MGR_SANDBOX_STRICT
+#define ISOLATED  MGR_SANDBOX_ISOLATED
+#define N_FILTERS MGR_SANDBOX_N
 
-static struct sock_fprog filters[N_FILTERS];
+/* Each kind twice: [1] also refuses huge pages of the NF's own. */
+static struct sock_fprog filters[N_FILTERS][2];
 
 /* A sanitizer build: its runtime's calls are not on the allow list. */
 #if defined(__SANITIZE_ADDRESS__)
@@ -167,10 +180,31 @@ static struct sock_fprog filters[N_FILTERS];
 #define SANITIZED 0
 #endif
 
+/* What no NF may do: the base filter's rules, in every filter. */
+static int
+add_base_rules(scmp_filter_ctx ctx, uint32_t action)
+{
+	static const unsigned long tty_writes[] = {TIOCSTI, TIOCLINUX};
+	int ret = 0;
+
+	for (size_t i = 0; i < sizeof(tty_writes) / sizeof(tty_writes[0]) && ret == 0; i++)
+		ret = seccomp_rule_add(ctx, action, SCMP_SYS(ioctl), 1,
+				       (struct scmp_arg_cmp){.arg = 1,
+							     .op = SCMP_CMP_MASKED_EQ,
+							     .datum_a = 0xffffffffu,
+							     .datum_b = tty_writes[i]});
+	if (ret == 0)
+		ret = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(sched_setaffinity), 0);
+	return ret;
+}
+
 static int
 add_deny_rules(scmp_filter_ctx ctx)
 {
-	int ret;
+	int ret = add_base_rules(ctx, SCMP_ACT_KILL_PROCESS);
+
+	if (ret < 0)
+		return ret;
 
 	for (size_t i = 0; i < sizeof(denied) / sizeof(denied[0]); i++) {
 		int nr = seccomp_syscall_resolve_name(denied[i]);
@@ -191,6 +225,38 @@ add_deny_rules(scmp_filter_ctx ctx)
 	return ret;
 }
 
+/* An argument whose @p mask bits equal @p v. */
+static struct scmp_arg_cmp
+arg_masked(unsigned int arg, scmp_datum_t mask, scmp_datum_t v)
+{
+	return (struct scmp_arg_cmp){
+		.arg = arg, .op = SCMP_CMP_MASKED_EQ, .datum_a = mask, .datum_b = v};
+}
+
+/* No huge pages of the NF's own (the region's are the manager's, charged to
+ * it): a memory cgroup does not count them where no hugetlb controller is
+ * (cgroup v1 without it), and memory_mb must bound what the NF takes. An
+ * allow list (@p allow_list) lets mmap through only without MAP_HUGETLB;
+ * the others refuse it, a huge memfd and huge SysV memory with EPERM. */
+static int
+add_nohuge_rules(scmp_filter_ctx ctx, bool allow_list)
+{
+	int ret;
+
+	if (allow_list)
+		return seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mmap), 1,
+					arg_masked(3, MAP_HUGETLB, 0));
+	ret = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(mmap), 1,
+			       arg_masked(3, MAP_HUGETLB, MAP_HUGETLB));
+	if (ret == 0)
+		ret = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(memfd_create), 1,
+				       arg_masked(1, MFD_HUGETLB, MFD_HUGETLB));
+	if (ret == 0)
+		ret = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(shmget), 1,
+				       arg_masked(2, SHM_HUGETLB, SHM_HUGETLB));
+	return ret;
+}
+
 /* An argument that must equal @p v. libseccomp's SCMP_A0(op, v) leaves
  * datum_b out, which clang's -Wmissing-field-initializers refuses. */
 static struct scmp_arg_cmp
@@ -200,17 +266,19 @@ arg_eq(unsigned int arg, scmp_datum_t v)
 }
 
 static int
-add_allow_rules(scmp_filter_ctx ctx)
+add_allow_rules(scmp_filter_ctx ctx, bool nohuge)
 {
 	int ret = 0;
 
 	for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]) && ret == 0; i++) {
 		int nr = seccomp_syscall_resolve_name(allowed[i]);
 
-		if (nr == __NR_SCMP_ERROR)
-			continue; /* not on this architecture */
+		if (nr == __NR_SCMP_ERROR || (nohuge && nr == SCMP_SYS(mmap)))
+			continue; /* not on this architecture; or below */
 		ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
 	}
+	if (ret == 0 && nohuge)
+		ret = add_nohuge_rules(ctx, true);
 	/* Calls with an argument that must be one thing. libsquall sets its
 	 * parent-death signal; glibc reads its own stack limit; stdio asks
 	 * whether a stream is a terminal before it buffers it. */
@@ -251,20 +319,25 @@ static int export(scmp_filter_ctx ctx, struct sock_fprog *filter)
 	return ret;
 }
 
-/* One filter: @p deny_list, everything allowed but what add_deny_rules
- * kills; else everything killed but what add_allow_rules allows. */
+/* One filter: BASE, everything allowed but what add_base_rules refuses;
+ * STRICT, everything but what add_deny_rules kills; ISOLATED, everything
+ * killed but what add_allow_rules allows. */
 static int
-build(struct sock_fprog *filter, bool deny_list)
+build(struct sock_fprog *filter, enum mgr_sandbox_kind kind, bool nohuge)
 {
 	scmp_filter_ctx ctx;
 	int ret;
 
-	ctx = seccomp_init(deny_list ? SCMP_ACT_ALLOW : SCMP_ACT_KILL_PROCESS);
+	ctx = seccomp_init(kind == ISOLATED ? SCMP_ACT_KILL_PROCESS : SCMP_ACT_ALLOW);
 	if (ctx == NULL)
 		return -ENOMEM;
 	ret = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
 	if (ret == 0)
-		ret = deny_list ? add_deny_rules(ctx) : add_allow_rules(ctx);
+		ret = kind == BASE     ? add_base_rules(ctx, SCMP_ACT_ERRNO(EPERM))
+		      : kind == STRICT ? add_deny_rules(ctx)
+				       : add_allow_rules(ctx, nohuge);
+	if (ret == 0 && nohuge && kind != ISOLATED)
+		ret = add_nohuge_rules(ctx, false);
 	if (ret == 0)
 		ret = export(ctx, filter);
 	seccomp_release(ctx);
@@ -276,11 +349,16 @@ mgr_sandbox_init(void)
 {
 	int ret;
 
-	if (filters[STRICT].filter != NULL)
+	if (filters[STRICT][0].filter != NULL)
 		return 0;
-	ret = build(&filters[STRICT], true);
-	if (ret == 0)
-		ret = build(&filters[ISOLATED], SANITIZED);
+	ret = 0;
+	for (int h = 0; h < 2 && ret == 0; h++) {
+		ret = build(&filters[BASE][h], BASE, h);
+		if (ret == 0)
+			ret = build(&filters[STRICT][h], STRICT, h);
+		if (ret == 0)
+			ret = build(&filters[ISOLATED][h], SANITIZED ? STRICT : ISOLATED, h);
+	}
 	if (ret != 0)
 		mgr_sandbox_free();
 	return ret;
@@ -290,16 +368,18 @@ void
 mgr_sandbox_free(void)
 {
 	for (int i = 0; i < N_FILTERS; i++) {
-		free(filters[i].filter);
-		filters[i].filter = NULL;
-		filters[i].len = 0;
+		for (int h = 0; h < 2; h++) {
+			free(filters[i][h].filter);
+			filters[i][h].filter = NULL;
+			filters[i][h].len = 0;
+		}
 	}
 }
 
 const struct sock_fprog *
-mgr_sandbox_filter(bool isolated)
+mgr_sandbox_filter(enum mgr_sandbox_kind kind, bool nohuge)
 {
-	const struct sock_fprog *f = &filters[isolated ? ISOLATED : STRICT];
+	const struct sock_fprog *f = &filters[kind < N_FILTERS ? kind : STRICT][nohuge];
 
 	return f->filter != NULL ? f : NULL;
 }

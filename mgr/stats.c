@@ -215,6 +215,8 @@ visit_nf(const struct mgr *mgr, const struct mgr_nf *nf, struct stats_sink *s)
 	s->str(s, "service", service);
 	s->u64(s, "instance", nf->instance);
 	s->u64(s, "pid", (uint64_t)nf->pid);
+	s->u64(s, "uid", (uint64_t)nf->uid);
+	s->u64(s, "log_lines_suppressed", mgr_nflog_suppressed(&mgr->nflog, nf->id));
 	s->str(s, "state", mgr_nf_state_name(atomic_load(&ctl->state)));
 	s->str(s, "mode", ctl->mode == SQ_NF_MODE_POLL ? "poll" : "sleep");
 	s->u64(s, "start_us",
@@ -401,6 +403,8 @@ mgr_stats_visit_flows(const struct mgr *mgr, struct stats_sink *s)
 	s->u64(s, "flows_closed", st.flows_closed);
 	s->u64(s, "flows_idle_expired", st.flows_idle_expired);
 	s->u64(s, "flows_half_open_expired", st.flows_half_open_expired);
+	s->u64(s, "flows_unreplied_expired", st.flows_unreplied_expired);
+	s->u64(s, "flows_refused", st.flows_refused);
 	s->u64(s, "flows_config_ended", st.flows_config_ended);
 	s->u64(s, "flows_ended", st.flows_ended);
 	s->u64(s, "handoffs", st.handoffs);

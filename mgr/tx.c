@@ -17,8 +17,9 @@
 #include "held.h"
 #include "isolate.h"
 #include "lane.h"
-#include "nfring.h"
 #include "mgr.h"
+#include "nfring.h"
+#include "parse.h"
 
 static inline void
 leave_chain(struct mgr *mgr, const struct sq_pkt_meta *meta)
@@ -90,7 +91,8 @@ chain_changed(const struct mgr *mgr, const struct sq_pkt_meta *meta)
 }
 
 static void
-carry_out(struct mgr *mgr, struct role_ctx *role, struct rte_mbuf *pkt)
+carry_out(struct mgr *mgr, struct role_ctx *role, const struct sq_cfg_service *svc,
+	  struct rte_mbuf *pkt)
 {
 	struct sq_pkt_meta *meta = sq_pkt_meta(pkt);
 	uint16_t arg = meta->verdict & 0xffff;
@@ -108,18 +110,28 @@ carry_out(struct mgr *mgr, struct role_ctx *role, struct rte_mbuf *pkt)
 		if (meta->flow_id != 0)
 			mgr->flow_rekey(mgr, pkt);
 	}
+	/* (a port or service that exists, and that the config lets the
+	 * NF's service name: out_ports, to_services) */
 	switch (meta->verdict >> 16) {
 	case SQ_VERDICT_NEXT: verdict_next(mgr, role, pkt, meta); return;
 	case SQ_VERDICT_DROP: mgr_drop(&role->stats, SQ_DROP_NF_VERDICT, pkt); return;
 	case SQ_VERDICT_OUT:
 		if (unlikely(arg >= mgr->n_ports))
 			break;
+		if (unlikely(!(svc->out_ports >> arg & 1))) {
+			mgr_drop(&role->stats, SQ_DROP_VERDICT_DENIED, pkt);
+			return;
+		}
 		leave_chain(mgr, meta);
 		mgr_steer_to_port(mgr, role, arg, pkt);
 		return;
 	case SQ_VERDICT_TO:
 		if (unlikely(arg >= mgr->cfg->n_services))
 			break;
+		if (unlikely(!(svc->to_services >> arg & 1))) {
+			mgr_drop(&role->stats, SQ_DROP_VERDICT_DENIED, pkt);
+			return;
+		}
 		if (unlikely(meta->nf_visits >= SQ_MAX_VISITS)) {
 			mgr_drop(&role->stats, SQ_DROP_HOP_LIMIT, pkt);
 			return;
@@ -349,6 +361,29 @@ take_back(struct mgr *mgr, struct mgr_nf *nf, struct rte_mbuf **pkts, unsigned i
 	return good;
 }
 
+/* What an untrusted NF made of its packets, parsed again, as rx parsed
+ * them: the next hop's NF trusts packet_type and the header lengths, which
+ * the isolated NF does not give back. The flow hash stays the packet's
+ * (rx's: the flow it is steered as). A packet now malformed is dropped
+ * under the parse's cause. Compacts @p pkts. @return those left. */
+static unsigned int
+reparse(struct mgr *mgr, struct rte_mbuf **pkts, unsigned int n)
+{
+	unsigned int left = 0;
+
+	for (unsigned int i = 0; i < n; i++) {
+		uint32_t rss = pkts[i]->hash.rss;
+		enum sq_drop cause = mgr_parse_pkt(pkts[i]);
+
+		pkts[i]->hash.rss = rss;
+		if (unlikely(cause != SQ_DROP_MAX))
+			mgr_drop(&mgr->tx.stats, cause, pkts[i]);
+		else
+			pkts[left++] = pkts[i];
+	}
+	return left;
+}
+
 /* An isolated NF's burst: the originals, its results copied in
  * (isolate.h). Those with lengths that made no sense are dropped (their
  * data is the original's), forged descriptors counted. @return descriptors
@@ -380,6 +415,7 @@ drain_isolated(struct mgr *mgr, struct mgr_nf *nf, struct rte_mbuf **pkts, unsig
 	}
 	*got = take_back(mgr, nf, pkts, *got, taken);
 	*taken += n_bad;
+	*got = reparse(mgr, pkts, *got);
 	return ret;
 }
 
@@ -387,6 +423,7 @@ unsigned int
 mgr_tx_drain_nf(struct mgr *mgr, struct mgr_nf *nf)
 {
 	struct rte_mbuf *pkts[SQ_NF_BURST_MAX];
+	const struct sq_cfg_service *svc;
 	unsigned int n, got, taken;
 	int ret;
 
@@ -416,8 +453,9 @@ mgr_tx_drain_nf(struct mgr *mgr, struct mgr_nf *nf)
 	for (unsigned int i = 0; i < got; i++)
 		rte_prefetch0(sq_pkt_meta(pkts[i]));
 	MGR_CAPTURE_NF(mgr, &mgr->tx, MGR_CAP_NF_OUT, nf, pkts, got);
+	svc = &mgr->cfg->services[nf->service];
 	for (unsigned int i = 0; i < got; i++)
-		carry_out(mgr, &mgr->tx, pkts[i]);
+		carry_out(mgr, &mgr->tx, svc, pkts[i]);
 	return n;
 }
 

@@ -31,29 +31,57 @@ CASES = ("shared", "isolated")
 SANDBOX = {"shared": "none", "isolated": "isolated"}
 RING_SLOTS = 256
 HOSTILE = BUILD / "tests" / "nfs" / "squall-nf-hostile"
-# Each try and what it must come to in isolated mode: a "failed" said by the
-# NF, or the exit reason the manager gives it. The isolated filter is an
-# allow list (mgr/sandbox.c): a try that first scans a directory for its
-# target (region, kill, ptrace) is killed at the scan (SIGSYS); in a
-# sanitizer build (the deny list) it runs and finds nothing.
-SIGSYS, SIGSEGV = "signal 31", "signal 11"
-ATTACKS: dict[str, str | tuple[str, ...]] = {
-    "region": (SIGSYS, "failed"),  # open and map the shared region's file
-    "peek": SIGSEGV,  # read the shared region's address
-    "poke": SIGSEGV,  # write there
-    "snoop": "failed",  # find another chain's packets in what it maps
-    "ctl": "failed",  # write another NF's control block
-    "ring": "failed",  # write another NF's rings
-    "ptrace": SIGSYS,
-    "kill": (SIGSYS, "failed"),
-    "socket": SIGSYS,
-    "fork": SIGSYS,
-    "setuid": SIGSYS,
-    "mount": SIGSYS,
-    "alloc": "stopped",  # at memory_mb
-    "spin": "watchdog",
+# Each try and what it must come to, per sandbox mode it is tried in (a
+# mode it is not listed for allows it, or it aims at what only isolation
+# takes away): a "failed" said by the NF, or the exit reason the manager
+# gives it. The isolated filter is an allow list (mgr/sandbox.c): a try
+# that first scans a directory for its target (region, kill, ptrace) is
+# killed at the scan (SIGSYS); in a sanitizer build (the deny list) it runs
+# and finds nothing. docs/nf-api.md, "Threat model", says what each is.
+SIGSYS, SIGSEGV, SIGKILL = "signal 31", "signal 11", "signal 9"
+MODES = ("none", "strict", "isolated")
+Want = str | tuple[str, ...]
+
+
+def every(want: Want) -> dict[str, Want]:
+    return dict.fromkeys(MODES, want)
+
+
+def sandboxed(want: Want, none: Want | None = None) -> dict[str, Want]:
+    return {"strict": want, "isolated": want} | ({"none": none} if none else {})
+
+
+ATTACKS: dict[str, dict[str, Want]] = {
+    "region": {"isolated": (SIGSYS, "failed")},  # open and map the shared region's file
+    "peek": {"isolated": SIGSEGV},  # read the shared region's address
+    "poke": {"isolated": SIGSEGV},  # write there
+    "snoop": {"isolated": "failed"},  # find another chain's packets in what it maps
+    "ctl": {"isolated": "failed"},  # write another NF's control block
+    "ring": {"isolated": "failed"},  # write another NF's rings
+    "ptrace": sandboxed(SIGSYS, "failed"),  # another NF: its own uid
+    "kill": {"none": "failed", "strict": "failed", "isolated": (SIGSYS, "failed")},
+    "socket": sandboxed(SIGSYS),
+    "fork": sandboxed(SIGSYS),
+    "setuid": sandboxed(SIGSYS, "failed"),
+    "mount": sandboxed(SIGSYS, "failed"),
+    "alloc": every("stopped"),  # at memory_mb
+    "shmalloc": every(SIGKILL),  # shared memory: memory_mb's cgroup
+    "hugealloc": sandboxed((SIGSYS, "failed"), "failed"),  # huge pages of its own
+    "spin": every("watchdog"),
+    "fds": every("listed: 0:chr 1:fifo 2:fifo"),  # the manager's descriptors
+    "accept": every("failed"),  # a socket of the manager's
+    "tiocsti": sandboxed(SIGSYS, "failed"),  # the operator's terminal
+    "procmem": {"none": "failed", "strict": "failed", "isolated": (SIGSYS, "failed")},
+    "mgrpid": {"none": "succeeded", "strict": "succeeded"},  # the other NF must live on
+    "extbuf": every("succeeded"),  # the manager must not follow the header
+    "indirect": every("succeeded"),
+    "pool": {"none": "outside the region", "strict": "outside the region"},
 }
+# --quick's: one of each kind (the region, a call, a descriptor, a header)
+QUICK_ATTACKS = ["peek", "socket", "fds", "extbuf"]
 BAD_FRAMES = 20
+# how the hostile NF's report of a try begins (spin's "spinning" is none)
+SAID = ("succeeded", "failed", "stopped", "listed", "outside the region")
 
 
 def make_cfg(ctx: Context, case: str, n: int, size: int) -> dict[str, Any]:
@@ -107,16 +135,16 @@ def write_bad_pcap(path: Path) -> Path:
     return path
 
 
-def attack(ctx: Context, attempt: str, marker: str, bad_pcap: Path) -> dict[str, Any]:
-    """One try by an isolated hostile NF while the generator's chain runs
-    next to it. Contained: the try came to what ATTACKS says, the manager
-    still runs, and the other chain lost nothing."""
+def attack(ctx: Context, attempt: str, mode: str, marker: str, bad_pcap: Path) -> dict[str, Any]:
+    """One try by a hostile NF of sandbox @p mode while the generator's
+    chain runs next to it. Contained: the try came to what ATTACKS says,
+    the manager still runs, and the other chain lost nothing."""
     args = ["--try", attempt] + (["--marker", marker] if attempt == "snoop" else [])
     bad = {
         "name": "bad",
         "exec": str(HOSTILE),
         "args": args,
-        "sandbox": "isolated",
+        "sandbox": mode,
         "ring_slots": RING_SLOTS,
         "restart": "never",
         "memory_mb": 128,
@@ -150,7 +178,7 @@ def attack(ctx: Context, attempt: str, marker: str, bad_pcap: Path) -> dict[str,
         while time.monotonic() < deadline:
             for line in m.log_path.read_text(errors="replace").splitlines():
                 tail = line.split(f"squall-nf-hostile: {attempt}: ", 1)
-                if len(tail) == 2 and tail[1].startswith(("succeeded", "failed", "stopped")):
+                if len(tail) == 2 and tail[1].startswith(SAID):
                     said = tail[1]
             nf = m.nfs().get("bad#0", {})
             if said or nf.get("exit_reason"):
@@ -170,7 +198,7 @@ def attack(ctx: Context, attempt: str, marker: str, bad_pcap: Path) -> dict[str,
         st = m.stats()
         running = m.proc is not None and m.proc.poll() is None
     lost = int(chain["rx_pkts"]) - int(chain["tx_pkts"])
-    contained = outcome.startswith(ATTACKS[attempt]) and running and lost == 0
+    contained = outcome.startswith(ATTACKS[attempt][mode]) and running and lost == 0
     return {
         "outcome": outcome,
         "contained": contained,
@@ -231,17 +259,20 @@ def run(ctx: Context) -> None:
     bad_pcap = write_bad_pcap(ctx.workdir / "bad.pcap")
     marker = "0200000000010200000000aa"  # the generator's MACs: in every one of its frames
     tried = contained = 0
-    for attempt in ctx.param("attacks", list(ATTACKS)):
-        a = attack(ctx, attempt, marker, bad_pcap)
-        ctx.sample("attack", attempt=attempt, **a)
-        ctx.log(
-            f"attack {attempt:7}: {a['outcome']!r} -> "
-            f"{'contained' if a['contained'] else 'NOT CONTAINED'}; other chain "
-            f"{a['good_pkts']} pkts, {a['good_lost']} lost; drops "
-            f"{ {k: v for k, v in a['drops'].items() if v} }"
-        )
-        tried += 1
-        contained += a["contained"]
+    for mode in ctx.param("modes", list(MODES), ["isolated"]):
+        for attempt in ctx.param("attacks", list(ATTACKS), QUICK_ATTACKS):
+            if mode not in ATTACKS[attempt]:
+                continue
+            a = attack(ctx, attempt, mode, marker, bad_pcap)
+            ctx.sample("attack", attempt=attempt, mode=mode, **a)
+            ctx.log(
+                f"attack {attempt:9} {mode:8}: {a['outcome']!r} -> "
+                f"{'contained' if a['contained'] else 'NOT CONTAINED'}; other chain "
+                f"{a['good_pkts']} pkts, {a['good_lost']} lost; drops "
+                f"{ {k: v for k, v in a['drops'].items() if v} }"
+            )
+            tried += 1
+            contained += a["contained"]
     ctx.summary["attacks_tried"] = tried
     ctx.summary["attacks_contained"] = contained
 
@@ -298,11 +329,13 @@ def run(ctx: Context) -> None:
         "and the manager only."
     )
     ctx.note(
-        "The attacks are tests/nfs/hostile.c's tries, each by an isolated NF in a chain of "
-        "its own next to a chain the generator feeds at 100 kpps; contained means the try "
-        "failed or ended the NF (seccomp's SIGSYS: the isolated filter is an allow list; "
-        "SIGSEGV, the watchdog, RLIMIT_DATA), "
-        "the manager kept running and the other chain lost no packet."
+        "The attacks are tests/nfs/hostile.c's tries, each by an NF of each sandbox mode "
+        "it applies to (none, strict, isolated) in a chain of its own next to a chain the "
+        "generator feeds at 100 kpps; contained means the try came to what it must "
+        "(it failed, or ended the NF: seccomp's SIGSYS, SIGSEGV, the watchdog, "
+        "RLIMIT_DATA, the memory cgroup's OOM kill; or, for a header or region header "
+        "it rewrote, the manager did not act on it), the manager kept running and the "
+        "other chain lost no packet (docs/nf-api.md, Threat model)."
     )
 
 
@@ -316,8 +349,9 @@ EXPERIMENT = Experiment(
         "the strict sandbox), interleaved per repetition: the forwarded rate with the "
         "generator unpaced, and the latency at half of it, against frame size (64 to 1518 "
         "B) and against the number of NFs on core 1 (1 to 1000, traffic spread by flow "
-        "hash). Then each hostile try against an isolated NF next to a busy chain. 3 "
-        "repetitions (1 with --quick, which runs 64 and 1518 B and 1 and 10 NFs)."
+        "hash). Then each hostile try, by an NF of each sandbox mode it applies to, next "
+        "to a busy chain. 3 repetitions (1 with --quick, which runs 64 and 1518 B and 1 and "
+        "10 NFs, and the tries in isolated mode only)."
     ),
     run=run,
     summary_keys=(
@@ -329,6 +363,7 @@ EXPERIMENT = Experiment(
     ),
     targets={
         "ratio_isolated_vs_shared_1nf_64b": ">= 0.5",
+        "attacks_tried": ">= 30",
         "attacks_contained": "== attacks_tried",
     },
     full_minutes=12,

@@ -12,6 +12,7 @@ Environment:
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -22,6 +23,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import termios
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -177,9 +179,17 @@ class Manager:
 
     # -- lifecycle ------------------------------------------------------------
 
-    def start(self, cfg: dict[str, Any] | str, *options: str, want_nfs: int | None = None) -> None:
+    def start(
+        self,
+        cfg: dict[str, Any] | str,
+        *options: str,
+        want_nfs: int | None = None,
+        tty: int | None = None,
+    ) -> None:
         """Start the manager on cfg and wait (bounded) until telemetry shows every NF
-        live. cfg given as text: pass the NF count as want_nfs."""
+        live. cfg given as text: pass the NF count as want_nfs. tty: a terminal's
+        fd that becomes the manager's stdin and controlling terminal, as when an
+        operator starts it in a shell."""
         require_build()
         if want_nfs is None:
             assert isinstance(cfg, dict), "give want_nfs with a config text"
@@ -187,7 +197,17 @@ class Manager:
         self.write_config(cfg)
         cmd = self.command("-q", "--exit-stats", str(self.exit_stats_path), *options)
         with self.stdout_path.open("wb") as out, self.stderr_path.open("wb") as err:
-            self.proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+            if tty is None:
+                self.proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+            else:
+                self.proc = subprocess.Popen(
+                    cmd,
+                    stdout=out,
+                    stderr=err,
+                    stdin=tty,
+                    start_new_session=True,
+                    preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0),
+                )
         # (10,000 NFs start in ~10 s alone, past 30 s late in a CI run)
         timeout_s = START_TIMEOUT_S + 0.005 * want_nfs
         deadline = time.monotonic() + timeout_s
@@ -472,6 +492,20 @@ def nf_can_reach(path: Path) -> None:
         if d == top or top not in d.parents:
             break
         d.chmod(d.stat().st_mode | 0o011)
+
+
+@pytest.fixture
+def mgr2(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Manager]:
+    """A second Manager beside mgr, in a folder of its own."""
+    workdir = tmp_path / "second"
+    workdir.mkdir()
+    nf_can_reach(workdir)
+    m = Manager(workdir, unique_name(request.node.name + "-2"))
+    yield m
+    problems = m.cleanup()
+    if m.stderr_path.exists():
+        print(m.log_tail(60))
+    assert not problems, "after the test (second manager):\n  " + "\n  ".join(problems)
 
 
 @pytest.fixture

@@ -52,7 +52,10 @@ def test_nf_environment_is_minimal_and_the_managers(
         "SQUALL_REGION",
         "SQUALL_REGION_FD",
         "SQUALL_NF_ID",
+        "SQUALL_MGR_PID",
     }, env
+    # the manager's pid as the manager says it (the region's copy any NF can write)
+    assert mgr.proc is not None and env["SQUALL_MGR_PID"] == str(mgr.proc.pid), env
     mgr.finish()
 
 

@@ -1,7 +1,8 @@
-"""No NF runs as root (issue 16): the manager starts every NF as
-manager.nf_user (default squall-nf, made by scripts/setup.sh) with no
-capabilities, an empty bounding set and no_new_privs, also when it restarts
-one; root only when the config says so; an unknown user is a config error."""
+"""No NF runs as root: the manager starts every NF under a uid of its own
+(its manager's range, mgr/uids.h) in manager.nf_user's group (default
+squall-nf, made by scripts/setup.sh) with no capabilities, an empty bounding
+set and no_new_privs, also when it restarts one; root only when the config
+says so; an unknown user is a config error."""
 
 from __future__ import annotations
 
@@ -36,9 +37,10 @@ def start_fwd(mgr: Manager, tmp_path: Path, **manager: object) -> list[bytes]:
     return frames
 
 
-def assert_unprivileged(pid: int, user: pwd.struct_passwd) -> None:
+def assert_unprivileged(pid: int, user: pwd.struct_passwd, uid: int) -> None:
     st = proc_status(pid)
-    assert st["Uid"].split() == [str(user.pw_uid)] * 4, st["Uid"]
+    assert st["Uid"].split() == [str(uid)] * 4, st["Uid"]
+    assert 0x5A000000 <= uid < 0x5A000000 + (64 << 20), uid  # mgr/uids.h
     assert st["Gid"].split() == [str(user.pw_gid)] * 4, st["Gid"]
     assert st["Groups"].strip() == "", st["Groups"]
     for caps in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
@@ -50,7 +52,8 @@ def test_nfs_run_as_the_nf_user_without_capabilities(mgr: Manager, tmp_path: Pat
     user = pwd.getpwnam("squall-nf")
     frames = start_fwd(mgr, tmp_path)
     pid = int(mgr.nfs()["f#0"]["pid"])
-    assert_unprivileged(pid, user)
+    uid = int(mgr.nfs()["f#0"]["uid"])
+    assert_unprivileged(pid, user, uid)
     mgr.wait_for(lambda: mgr.stats()["tx_pkts"] == N_PKTS, 30, "every packet out")
 
     # A restarted NF is started the same way.
@@ -63,7 +66,8 @@ def test_nfs_run_as_the_nf_user_without_capabilities(mgr: Manager, tmp_path: Pat
         30,
         "f#0 restarted",
     )
-    assert_unprivileged(int(mgr.nfs()["f#0"]["pid"]), user)
+    # (its slot's uid again)
+    assert_unprivileged(int(mgr.nfs()["f#0"]["pid"]), user, uid)
     mgr.finish()
     assert pcaps.read_pcap(tmp_path / "out.pcap") == frames
 

@@ -6,7 +6,9 @@
  * the sandbox's filter forbids ends the process (SIGSYS) instead.
  *
  *   squall-nf-hostile --try socket|fork|ptrace|kill|setuid|mount|alloc|pool|
- *                           region|peek|poke|snoop|ctl|ring|spin|threads|rekey
+ *                           region|peek|poke|snoop|ctl|ring|spin|threads|rekey|
+ *                           fds|tiocsti|accept|procmem|mgrpid|extbuf|indirect|shmalloc|hugealloc|
+ *                           decoy|truncate|outport
  *                     [--marker HEX]
  *                     [--after-ms MS]
  *
@@ -29,6 +31,27 @@
  * --after-ms: try at the first burst MS after the start, not the first
  * (a harness that waits for every NF to run sees this one run first).
  *
+ * Against the manager and the host, in every mode: fds lists the
+ * descriptors it has ("fds: 0:chr 1:fifo 2:fifo", found by fstat, which
+ * every filter allows); tiocsti types a character into every terminal it
+ * holds or can open (/dev/tty); accept looks for a socket among its
+ * descriptors (one it did not make: the manager's); procmem opens and reads
+ * another NF's /proc/<pid>/mem (the first squall-nf-fwd, as kill); mgrpid
+ * writes a pid that is no process into the region header's manager pid,
+ * every 100 us for 4 s from a thread (an NF that believed it would think
+ * the manager gone and exit); extbuf hands its packet back marked
+ * RTE_MBUF_F_EXTERNAL with a shared info whose free callback is address
+ * 0x10 (a free that followed it would crash the manager); indirect marks it
+ * RTE_MBUF_F_INDIRECT with a priv_size that makes the mbuf it would detach
+ * from the one before it in the pool (a double free). Both drop the packet.
+ * decoy, truncate and outport go on for every packet: decoy hands each back
+ * with packet_type ARP and header lengths 0 (a later hop that trusted them
+ * would skip its IP rules), truncate with 10 bytes (no Ethernet frame),
+ * outport with the verdict OUT to the port named good_out.
+ * shmalloc is alloc with shared anonymous mappings (RLIMIT_DATA does not
+ * count them); hugealloc maps huge pages of its own, 2 MiB at a time, up
+ * to 64 MiB.
+ *
  * rekey, unlike the others, goes on for every packet from the NF's second:
  * it rewrites an IPv4 UDP/TCP packet's source to the generator's
  * neighbouring flow (the last address byte and the port with their lowest
@@ -48,7 +71,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <inttypes.h>
+#include <sys/ioctl.h>
 #include <sys/ptrace.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -134,6 +160,35 @@ alloc_unbounded(void)
 	}
 	fprintf(stderr, NF_NAME ": alloc: %s at %u MiB\n", n == ALLOC_MAX ? "succeeded" : "stopped",
 		n * (ALLOC_STEP >> 20));
+}
+
+/* alloc's steps as mappings: shared anonymous memory (what RLIMIT_DATA
+ * does not count), or huge pages of its own (MAP_HUGETLB, 2 MiB each, up
+ * to 64 MiB). */
+static void
+map_unbounded(bool huge)
+{
+	size_t step = huge ? (2u << 20) : ALLOC_STEP;
+	unsigned int max = huge ? 32 : ALLOC_MAX, n;
+	int err = 0;
+
+	for (n = 0; n < max; n++) {
+		void *p = mmap(NULL, step, PROT_READ | PROT_WRITE,
+			       MAP_SHARED | MAP_ANONYMOUS | (huge ? MAP_HUGETLB : 0), -1, 0);
+
+		if (p == MAP_FAILED) {
+			err = errno;
+			break;
+		}
+		memset(p, 1, step); /* (kept: the point is to hold it) */
+	}
+	if (n == 0 && err != 0) {
+		errno = err;
+		say(0);
+		return;
+	}
+	fprintf(stderr, NF_NAME ": %s: %s at %u MiB\n", what, n == max ? "succeeded" : "stopped",
+		(unsigned int)(n * (step >> 20)));
 }
 
 static void *
@@ -312,6 +367,153 @@ other_rings(struct sq_nf *nf)
 			hdr->max_nfs);
 }
 
+/* The type of descriptor @p fd, or NULL if it is not open. */
+static const char *
+fd_type(int fd)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return NULL;
+	return S_ISCHR(st.st_mode)    ? "chr"
+	       : S_ISFIFO(st.st_mode) ? "fifo"
+	       : S_ISSOCK(st.st_mode) ? "sock"
+	       : S_ISREG(st.st_mode)  ? "reg"
+	       : S_ISDIR(st.st_mode)  ? "dir"
+				      : "other";
+}
+
+#define FDS_SCAN 4096
+
+static void
+list_fds(void)
+{
+	char out[4096] = "";
+	size_t len = 0;
+
+	for (int fd = 0; fd < FDS_SCAN && len < sizeof(out) - 32; fd++) {
+		const char *t = fd_type(fd);
+
+		if (t != NULL)
+			len += (size_t)snprintf(out + len, sizeof(out) - len, "%s%d:%s",
+						len ? " " : "", fd, t);
+	}
+	fprintf(stderr, NF_NAME ": fds: listed: %s\n", out);
+}
+
+static void
+type_into_terminals(void)
+{
+	const char c = '#';
+	int ok = 0, fd;
+
+	for (fd = 0; fd < FDS_SCAN && !ok; fd++)
+		if (fd_type(fd) != NULL)
+			ok = ioctl(fd, TIOCSTI, &c) == 0;
+	if (!ok) {
+		int saved = errno;
+
+		fd = open("/dev/tty", O_RDWR | O_NOCTTY);
+		if (fd >= 0) {
+			ok = ioctl(fd, TIOCSTI, &c) == 0;
+			close(fd);
+		} else {
+			errno = saved;
+		}
+	}
+	say(ok);
+}
+
+static void
+find_socket(void)
+{
+	int n = 0;
+
+	for (int fd = 0; fd < FDS_SCAN; fd++) {
+		const char *t = fd_type(fd);
+
+		n += t != NULL;
+		if (t != NULL && strcmp(t, "sock") == 0) {
+			fprintf(stderr, NF_NAME ": accept: succeeded: a socket at fd %d\n", fd);
+			return;
+		}
+	}
+	fprintf(stderr, NF_NAME ": accept: failed: no socket among %d descriptors\n", n);
+}
+
+static void
+read_other_mem(void)
+{
+	pid_t pid = victim();
+	char path[64];
+	uint64_t word;
+	int fd;
+
+	if (pid < 0) {
+		errno = ESRCH;
+		say(0);
+		return;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+	fd = open(path, O_RDONLY);
+	say(fd >= 0 &&
+	    pread(fd, &word, sizeof(word), (off_t)SQ_REGION_BASE_ADDR) == (ssize_t)sizeof(word));
+	if (fd >= 0)
+		close(fd);
+}
+
+#define BOGUS_PID 0x3ffffff0
+
+static void *
+rewrite_mgr_pid(void *arg)
+{
+	struct sq_region_hdr *hdr = arg;
+	uint64_t until = now_ms() + 4000, n = 0;
+
+	while (now_ms() < until) {
+		__atomic_store_n(&hdr->mgr_pid, BOGUS_PID, __ATOMIC_RELAXED);
+		n++;
+		usleep(100);
+	}
+	fprintf(stderr, NF_NAME ": mgrpid: succeeded: rewrote it %" PRIu64 " times\n", n);
+	return NULL;
+}
+
+static void
+bogus_mgr_pid(struct sq_nf *nf)
+{
+	pthread_t t;
+
+	errno = pthread_create(&t, NULL, rewrite_mgr_pid, sq_nf_region(nf));
+	if (errno != 0)
+		say(0);
+	else
+		pthread_detach(t);
+}
+
+/* The packet back with a header that would make a free follow it
+ * elsewhere. */
+static void
+foreign_buffer(struct rte_mbuf *m, bool external)
+{
+	if (external) {
+		struct rte_mbuf_ext_shared_info *shinfo =
+			(struct rte_mbuf_ext_shared_info *)((char *)m->buf_addr + 64);
+
+		shinfo->free_cb = (rte_mbuf_extbuf_free_callback_t)(uintptr_t)0x10;
+		shinfo->fcb_opaque = NULL;
+		rte_mbuf_ext_refcnt_set(shinfo, 1);
+		m->shinfo = shinfo;
+		m->ol_flags |= RTE_MBUF_F_EXTERNAL;
+	} else {
+		/* (the mbuf before it: its header and private area, then ours) */
+		m->priv_size = (uint16_t)(m->priv_size + sizeof(*m) + m->buf_len);
+		m->ol_flags |= RTE_MBUF_F_INDIRECT;
+	}
+	sq_pkt_set_verdict(m, SQ_DROP);
+	fprintf(stderr, NF_NAME ": %s: succeeded: handed back\n", what);
+}
+
 static int
 parse_marker(const char *hex)
 {
@@ -361,6 +563,8 @@ try_once(struct sq_nf *nf, struct rte_mbuf *m)
 		say(mount("none", "/mnt", "tmpfs", 0, NULL) == 0);
 	} else if (strcmp(what, "alloc") == 0) {
 		alloc_unbounded();
+	} else if (strcmp(what, "shmalloc") == 0 || strcmp(what, "hugealloc") == 0) {
+		map_unbounded(strcmp(what, "hugealloc") == 0);
 	} else if (strcmp(what, "threads") == 0) {
 		threads_unbounded();
 	} else if (strcmp(what, "pool") == 0) {
@@ -377,6 +581,18 @@ try_once(struct sq_nf *nf, struct rte_mbuf *m)
 		snoop(nf);
 	} else if (strcmp(what, "ctl") == 0) {
 		other_ctls(nf);
+	} else if (strcmp(what, "fds") == 0) {
+		list_fds();
+	} else if (strcmp(what, "tiocsti") == 0) {
+		type_into_terminals();
+	} else if (strcmp(what, "accept") == 0) {
+		find_socket();
+	} else if (strcmp(what, "procmem") == 0) {
+		read_other_mem();
+	} else if (strcmp(what, "mgrpid") == 0) {
+		bogus_mgr_pid(nf);
+	} else if (strcmp(what, "extbuf") == 0 || strcmp(what, "indirect") == 0) {
+		foreign_buffer(m, strcmp(what, "extbuf") == 0);
 	} else if (strcmp(what, "spin") == 0) {
 		fprintf(stderr, NF_NAME ": spin: spinning\n");
 		for (volatile uint64_t i = 0;; i++)
@@ -402,10 +618,48 @@ claim_neighbour(struct rte_mbuf *m)
 	sq_pkt_set_verdict(m, sq_rekeyed(SQ_NEXT));
 }
 
+/* decoy, truncate, outport: every packet, said once. */
+static bool
+rewrite_all(struct sq_nf *nf, struct rte_mbuf **pkts, uint16_t n)
+{
+	static int out_port = -2;
+	const struct sq_region_hdr *hdr = sq_nf_region(nf);
+
+	if (strcmp(what, "decoy") != 0 && strcmp(what, "truncate") != 0 &&
+	    strcmp(what, "outport") != 0)
+		return false;
+	if (out_port == -2) {
+		out_port = -1;
+		for (uint32_t p = 0; p < hdr->n_ports && p < 16; p++)
+			if (strcmp(hdr->port_names[p], "good_out") == 0)
+				out_port = (int)p;
+		fprintf(stderr, NF_NAME ": %s: succeeded: every packet\n", what);
+	}
+	for (uint16_t i = 0; i < n; i++) {
+		struct rte_mbuf *m = pkts[i];
+
+		if (strcmp(what, "decoy") == 0) {
+			/* a header that says ARP: the next hop would skip its IP rules */
+			m->packet_type = RTE_PTYPE_L2_ETHER_ARP;
+			m->l2_len = 0;
+			m->l3_len = 0;
+		} else if (strcmp(what, "truncate") == 0) {
+			m->data_len = 10;
+			m->pkt_len = 10;
+		} else if (out_port >= 0) {
+			sq_pkt_set_verdict(m, sq_out((uint16_t)out_port));
+		}
+	}
+	return true;
+}
+
 static void
 burst(struct rte_mbuf **pkts, uint16_t n, void *arg)
 {
 	static uint64_t seen;
+
+	if (what != NULL && rewrite_all(arg, pkts, n))
+		return;
 
 	if (what != NULL && strcmp(what, "rekey") == 0) {
 		for (uint16_t i = 0; i < n; i++)
@@ -446,9 +700,12 @@ main(int argc, char **argv)
 		}
 	}
 	if (what == NULL) {
-		fprintf(stderr, NF_NAME ": --try socket|fork|ptrace|kill|setuid|mount|alloc|pool|"
-					"region|peek|poke|snoop|ctl|ring|spin|threads|rekey "
-					"[--marker HEX]\n");
+		fprintf(stderr, NF_NAME
+			": --try socket|fork|ptrace|kill|setuid|mount|alloc|pool|"
+			"region|peek|poke|snoop|ctl|ring|spin|threads|rekey|"
+			"fds|tiocsti|accept|procmem|mgrpid|extbuf|indirect|shmalloc|hugealloc|"
+			"decoy|truncate|outport "
+			"[--marker HEX]\n");
 		return NF_EXIT_USAGE;
 	}
 	ret = nf_opt_attach(argc, argv, &nf);
