@@ -6,6 +6,9 @@
 #ifndef SQUALL_MGR_DROP_H
 #define SQUALL_MGR_DROP_H
 
+/* (SQ_MAX_FRAME_BYTES: the largest frame accepted from a port; beyond it, oversize) */
+#include <squall/pkt.h>
+
 /* Every cause a packet can be dropped for, with its user-facing string. */
 #define SQ_FOREACH_DROP(_)                                                                  \
 	_(PARSE, parse, "malformed header")                                                 \
@@ -36,8 +39,5 @@
 enum sq_drop { SQ_FOREACH_DROP(SQ_DROP_ENUM) SQ_DROP_MAX };
 extern const char *const sq_drop_keys[SQ_DROP_MAX];
 extern const char *const sq_drop_names[SQ_DROP_MAX];
-
-/* Largest frame accepted from a port: a jumbo frame; beyond that, oversize. */
-#define SQ_MAX_FRAME_BYTES 9018
 
 #endif /* SQUALL_MGR_DROP_H */

@@ -10,6 +10,9 @@
 #include <rte_hash_crc.h>
 #include <rte_ip.h>
 #include <rte_net.h>
+#include <rte_sctp.h>
+#include <rte_tcp.h>
+#include <rte_udp.h>
 
 #include "parse.h"
 
@@ -187,8 +190,31 @@ parse_other(struct rte_mbuf *pkt, struct rte_net_hdr_lens *lens, uint16_t ether_
 	return PARSE_OK;
 }
 
-enum sq_drop
-mgr_parse_pkt(struct rte_mbuf *pkt)
+/* A chain (a jumbo frame) keeps the headers parsed in its first segment, as
+ * NFs read them there (squall/pkt.h): L2, L3 and the L4 header of a packet
+ * that has one in it. No port's receive splits them; a chain that does is a
+ * parse drop. */
+static __rte_noinline bool
+heads_in_first_segment(const struct rte_mbuf *pkt)
+{
+	uint32_t need = (uint32_t)pkt->l2_len + pkt->l3_len;
+
+	if (!RTE_ETH_IS_IPV4_HDR(pkt->packet_type) && !RTE_ETH_IS_IPV6_HDR(pkt->packet_type))
+		return true; /* (the L2 header: checked by the parse) */
+	switch (pkt->packet_type & RTE_PTYPE_L4_MASK) {
+	case RTE_PTYPE_L4_TCP:
+		need += RTE_MAX((uint32_t)pkt->l4_len, (uint32_t)sizeof(struct rte_tcp_hdr));
+		break;
+	case RTE_PTYPE_L4_UDP: need += sizeof(struct rte_udp_hdr); break;
+	case RTE_PTYPE_L4_SCTP: need += sizeof(struct rte_sctp_hdr); break;
+	case RTE_PTYPE_L4_ICMP: need += 8; break;
+	default: break; /* a later fragment, or a protocol DPDK does not know */
+	}
+	return pkt->data_len >= RTE_MIN(need, pkt->pkt_len);
+}
+
+static inline enum sq_drop
+parse_pkt(struct rte_mbuf *pkt)
 {
 	struct rte_net_hdr_lens lens = {0};
 	const struct rte_ipv4_hdr *ip;
@@ -228,4 +254,14 @@ mgr_parse_pkt(struct rte_mbuf *pkt)
 			ip, rte_pktmbuf_mtod_offset(pkt, void *, lens.l2_len + lens.l3_len), ports);
 	}
 	return PARSE_OK;
+}
+
+enum sq_drop
+mgr_parse_pkt(struct rte_mbuf *pkt)
+{
+	enum sq_drop cause = parse_pkt(pkt);
+
+	if (unlikely(pkt->nb_segs > 1) && cause == PARSE_OK && !heads_in_first_segment(pkt))
+		return SQ_DROP_PARSE;
+	return cause;
 }

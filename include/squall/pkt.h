@@ -5,6 +5,7 @@
 #define SQUALL_PKT_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include <rte_mbuf.h>
 
@@ -93,6 +94,63 @@ static inline struct sq_pkt_meta *
 sq_pkt_meta(struct rte_mbuf *pkt)
 {
 	return (struct sq_pkt_meta *)((char *)pkt + sizeof(struct rte_mbuf));
+}
+
+/** The longest frame the manager takes from a port, without FCS (a 9,000-byte
+ * MTU, Ethernet header and two VLAN tags); longer ones it drops as oversize. */
+#define SQ_MAX_FRAME_BYTES 9018
+
+/*
+ * Packets of several segments. A frame longer than the pool's data room (a
+ * jumbo frame, up to 9,018 bytes) comes as a chain of mbufs: pkt_len is the
+ * frame's length, data_len the first segment's. The manager keeps the
+ * headers it parsed in the first segment: Ethernet and its tags, the IP
+ * header (IPv6 with the extension headers DPDK walks) and the TCP, UDP,
+ * SCTP or ICMP header of an unfragmented packet or a first fragment. It
+ * drops (cause parse) a chain whose first segment ends inside them, which
+ * no port's receive makes. So an NF reads headers from
+ * rte_pktmbuf_mtod() up to data_len, checks IP lengths against pkt_len, and
+ * reaches payload past the first segment with sq_pkt_read() or by walking
+ * pkt->next. A header an NF parses further than the manager did (an AH
+ * header, an ICMP error's quote) may still reach past the first segment:
+ * check it against data_len.
+ */
+
+/**
+ * @p len bytes of @p pkt from offset @p off: a pointer into the packet when
+ * they lie in one segment, else a copy in @p buf (which has room for
+ * @p len). NULL if the packet ends before off + len.
+ */
+static inline const void *
+sq_pkt_read(const struct rte_mbuf *pkt, uint32_t off, uint32_t len, void *buf)
+{
+	const struct rte_mbuf *seg = pkt;
+	uint8_t *dst = (uint8_t *)buf;
+
+	if (off > pkt->pkt_len || len > pkt->pkt_len - off)
+		return NULL;
+	while (seg != NULL && off >= seg->data_len && !(off == seg->data_len && len == 0)) {
+		off -= seg->data_len;
+		seg = seg->next;
+	}
+	if (seg == NULL)
+		return NULL;
+	if (len <= (uint32_t)seg->data_len - off)
+		return rte_pktmbuf_mtod_offset(seg, const uint8_t *, off);
+	while (len > 0) {
+		uint32_t n;
+
+		if (seg == NULL)
+			return NULL; /* (lengths the manager checked: not reached) */
+		n = (uint32_t)seg->data_len - off;
+		n = n < len ? n : len;
+		memcpy(dst, rte_pktmbuf_mtod_offset(seg, const uint8_t *, off), n);
+		dst += n;
+		len -= n;
+		off = 0;
+		seg = seg->next;
+	}
+	return buf;
 }
 
 struct rte_ipv4_hdr;

@@ -115,9 +115,11 @@ read_key(const char *path, uint8_t key[32])
 	return -1;
 }
 
-/* The packet's payload and its counter block, or NULL if it has none. */
-static uint8_t *
-payload_of(struct rte_mbuf *pkt, uint32_t *len, uint8_t iv[16])
+/* Where the packet's payload starts (an offset in the packet: it may run on
+ * into later segments of a jumbo frame) and its counter block, or false if
+ * it has none. */
+static bool
+payload_of(struct rte_mbuf *pkt, uint32_t *off, uint32_t *len, uint8_t iv[16])
 {
 	struct rte_ipv4_hdr *ip = sq_pkt_ipv4(pkt);
 	uint32_t ip_len, hdr_len, l4_len, end;
@@ -125,28 +127,32 @@ payload_of(struct rte_mbuf *pkt, uint32_t *len, uint8_t iv[16])
 	uint8_t *l4;
 
 	if (ip == NULL || (ip->next_proto_id != IPPROTO_TCP && ip->next_proto_id != IPPROTO_UDP))
-		return NULL;
+		return false;
 	hdr_len = rte_ipv4_hdr_len(ip);
 	ip_len = rte_be_to_cpu_16(ip->total_length);
 	/* the manager checked the IPv4 header; the payload ends at the IP
-	 * total length, not at data_len (Ethernet padding is not payload) */
+	 * total length, not at pkt_len (Ethernet padding is not payload) */
 	end = pkt->l2_len + ip_len;
-	if (ip_len < hdr_len || end > pkt->data_len)
-		return NULL;
+	if (ip_len < hdr_len || end > pkt->pkt_len)
+		return false;
 	l4 = (uint8_t *)ip + hdr_len;
 	if (ip->next_proto_id == IPPROTO_TCP) {
 		const struct rte_tcp_hdr *tcp = (const struct rte_tcp_hdr *)l4;
 
-		if (ip_len < hdr_len + sizeof(*tcp))
-			return NULL;
+		/* (the TCP header is in the first segment: squall/pkt.h) */
+		if (ip_len < hdr_len + sizeof(*tcp) ||
+		    pkt->data_len < pkt->l2_len + hdr_len + sizeof(*tcp))
+			return false;
 		l4_len = (uint32_t)(tcp->data_off >> 4) * 4;
 		memcpy(iv + 8, &tcp->sent_seq, 4);
 	} else {
+		if (pkt->data_len < pkt->l2_len + hdr_len + sizeof(struct rte_udp_hdr))
+			return false;
 		l4_len = sizeof(struct rte_udp_hdr);
 		memset(iv + 8, 0, 4);
 	}
 	if (l4_len < sizeof(struct rte_udp_hdr) || ip_len <= hdr_len + l4_len)
-		return NULL;
+		return false;
 	/* bytes as they are on the wire: source address, the destination's
 	 * first byte with the protocol, the IP id, the destination's last byte,
 	 * (TCP sequence number,) both ports */
@@ -156,26 +162,49 @@ payload_of(struct rte_mbuf *pkt, uint32_t *len, uint8_t iv[16])
 	memcpy(iv + 5, &ip->packet_id, 2);
 	iv[7] = dst[3];
 	memcpy(iv + 12, l4, 4);
+	*off = pkt->l2_len + hdr_len + l4_len;
 	*len = ip_len - hdr_len - l4_len;
-	return l4 + l4_len;
+	return true;
+}
+
+/* Encrypt @p len bytes of @p pkt in place from offset @p off, segment by
+ * segment: CTR mode carries its keystream position from one update to the
+ * next, so a jumbo frame is encrypted as if it were one buffer. */
+static bool
+crypt_segments(struct aes *a, struct rte_mbuf *pkt, uint32_t off, uint32_t len)
+{
+	for (struct rte_mbuf *seg = pkt; seg != NULL && len > 0; seg = seg->next) {
+		uint8_t *data;
+		uint32_t n;
+		int out;
+
+		if (off >= seg->data_len) {
+			off -= seg->data_len;
+			continue;
+		}
+		n = RTE_MIN(len, (uint32_t)seg->data_len - off);
+		data = rte_pktmbuf_mtod_offset(seg, uint8_t *, off);
+		if (EVP_EncryptUpdate(a->ctx, data, &out, data, (int)n) != 1 || (uint32_t)out != n)
+			return false;
+		len -= n;
+		off = 0;
+	}
+	return len == 0;
 }
 
 static sq_verdict_t
 aes_pkt(struct rte_mbuf *pkt, void *arg)
 {
 	struct aes *a = arg;
+	uint32_t off, len;
 	uint8_t iv[16];
-	uint32_t len;
-	uint8_t *data;
-	int out;
 
-	data = payload_of(pkt, &len, iv);
-	if (data == NULL) {
+	if (!payload_of(pkt, &off, &len, iv)) {
 		sq_nf_counter_add(a->nf, a->skipped_idx, 1);
 		return SQ_NEXT;
 	}
 	if (EVP_EncryptInit_ex(a->ctx, NULL, NULL, NULL, iv) != 1 ||
-	    EVP_EncryptUpdate(a->ctx, data, &out, data, (int)len) != 1 || (uint32_t)out != len) {
+	    !crypt_segments(a, pkt, off, len)) {
 		sq_nf_counter_add(a->nf, a->failed_idx, 1);
 		return SQ_DROP;
 	}

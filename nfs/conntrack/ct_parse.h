@@ -60,23 +60,25 @@ ct_addr_v4(uint8_t a[16], const uint8_t *v4)
 	memcpy(a + 12, v4, 4);
 }
 
-/* The IP header at @p ip (@p len bytes available): addresses, protocol,
- * where L4 starts and how long it is.
+/* The IP header at @p ip (@p len bytes of packet from it, of which the
+ * first @p avail can be read there: a jumbo frame's later segments are
+ * elsewhere): addresses, protocol, where L4 starts and how long it is. Every
+ * header byte it reads lies within @p avail.
  * @return 0, CT_PARSE_BAD or CT_PARSE_FRAGMENT. */
 static inline int
-ct_parse_ip(const uint8_t *ip, uint32_t len, bool ipv6, struct ct_key *k, uint32_t *l4_off,
-	    uint32_t *l4_len, bool inner)
+ct_parse_ip(const uint8_t *ip, uint32_t len, uint32_t avail, bool ipv6, struct ct_key *k,
+	    uint32_t *l4_off, uint32_t *l4_len, bool inner)
 {
 	uint32_t ihl, tot, off, n;
 	uint8_t nh;
 	int hops;
 
 	if (!ipv6) {
-		if (len < 20 || (ip[0] >> 4) != 4)
+		if (avail < 20 || (ip[0] >> 4) != 4)
 			return CT_PARSE_BAD;
 		ihl = (uint32_t)(ip[0] & 0xf) * 4;
 		tot = ct_rd16(ip + 2);
-		if (ihl < 20 || ihl > len)
+		if (ihl < 20 || ihl > avail)
 			return CT_PARSE_BAD;
 		/* A quoted packet is cut short by design (RFC 792: header + 8 B). */
 		if (!inner && (tot < ihl || tot > len))
@@ -92,7 +94,7 @@ ct_parse_ip(const uint8_t *ip, uint32_t len, bool ipv6, struct ct_key *k, uint32
 		*l4_len = tot - ihl;
 		return 0;
 	}
-	if (len < 40 || (ip[0] >> 4) != 6)
+	if (avail < 40 || (ip[0] >> 4) != 6)
 		return CT_PARSE_BAD;
 	tot = 40 + (uint32_t)ct_rd16(ip + 4);
 	if (!inner && tot > len)
@@ -108,12 +110,12 @@ ct_parse_ip(const uint8_t *ip, uint32_t len, bool ipv6, struct ct_key *k, uint32
 		case IPPROTO_HOPOPTS:
 		case IPPROTO_ROUTING:
 		case IPPROTO_DSTOPTS:
-			if (off + 8 > tot)
+			if (off + 8 > tot || off + 8 > avail)
 				return CT_PARSE_BAD;
 			n = ((uint32_t)ip[off + 1] + 1) * 8;
 			break;
 		case IPPROTO_AH:
-			if (off + 8 > tot)
+			if (off + 8 > tot || off + 8 > avail)
 				return CT_PARSE_BAD;
 			n = ((uint32_t)ip[off + 1] + 2) * 4;
 			break;
@@ -188,26 +190,35 @@ ct_tcp_options(const uint8_t *opt, uint32_t len, struct ct_pkt *p)
 
 /**
  * Fill @p p (and @p h) from the IP packet at @p frame + @p off (IPv6 if
- * @p v6), the frame @p len bytes long, in zone @p zone.
+ * @p v6), the frame @p len bytes long, of which the first @p avail are at
+ * @p frame (a jumbo frame's first segment), in zone @p zone. The headers
+ * read must lie in those: the manager keeps a multi-segment packet's
+ * headers in its first segment (squall/pkt.h).
  * @return 0; CT_PARSE_UNTRACKED (IPv6 ND, MLD); CT_PARSE_BAD for a truncated
  *   frame, a bad IHL, an IP length beyond the frame, a truncated
- *   TCP/UDP/ICMP header or a TCP data offset below 5 or beyond the packet;
- *   CT_PARSE_FRAGMENT.
+ *   TCP/UDP/ICMP header or a TCP data offset below 5 or beyond the packet,
+ *   or a header past @p avail; CT_PARSE_FRAGMENT.
  */
 static inline int
-ct_parse_l3(const uint8_t *frame, uint32_t len, uint32_t off, bool v6, uint16_t zone,
-	    struct ct_pkt *p, struct ct_hdrs *h)
+ct_parse_l3(const uint8_t *frame, uint32_t len, uint32_t avail, uint32_t off, bool v6,
+	    uint16_t zone, struct ct_pkt *p, struct ct_hdrs *h)
 {
-	uint32_t l4_off, l4_len, doff, ioff, ilen;
+	uint32_t l4_off, l4_len, l4_avail, doff, ioff, ilen;
 	const uint8_t *l4;
 	int ret;
 
 	memset(p, 0, sizeof(*p));
-	if (off > len)
+	avail = avail < len ? avail : len;
+	if (off > avail)
 		return CT_PARSE_BAD;
-	ret = ct_parse_ip(frame + off, len - off, v6, &p->key, &l4_off, &l4_len, false);
+	ret = ct_parse_ip(frame + off, len - off, avail - off, v6, &p->key, &l4_off, &l4_len,
+			  false);
 	if (ret != 0)
 		return ret;
+	/* (an IPv6 extension header may end where avail does, or past it) */
+	l4_avail = avail - off > l4_off ? avail - off - l4_off : 0;
+	if (l4_avail > l4_len)
+		l4_avail = l4_len;
 	p->key.zone = zone;
 	h->l3_off = off;
 	h->l4_off = off + l4_off;
@@ -216,10 +227,10 @@ ct_parse_l3(const uint8_t *frame, uint32_t len, uint32_t off, bool v6, uint16_t 
 	l4 = frame + off + l4_off;
 	switch (p->key.proto) {
 	case IPPROTO_TCP:
-		if (l4_len < 20)
+		if (l4_len < 20 || l4_avail < 20)
 			return CT_PARSE_BAD;
 		doff = (uint32_t)(l4[12] >> 4) * 4;
-		if (doff < 20 || doff > l4_len)
+		if (doff < 20 || doff > l4_len || doff > l4_avail)
 			return CT_PARSE_BAD;
 		p->key.sport = ct_rd16(l4);
 		p->key.dport = ct_rd16(l4 + 2);
@@ -233,14 +244,14 @@ ct_parse_l3(const uint8_t *frame, uint32_t len, uint32_t off, bool v6, uint16_t 
 		return 0;
 	case IPPROTO_UDP:
 	case IPPROTO_SCTP:
-		if (l4_len < 8)
+		if (l4_len < 8 || l4_avail < 8)
 			return CT_PARSE_BAD;
 		p->key.sport = ct_rd16(l4);
 		p->key.dport = ct_rd16(l4 + 2);
 		return 0;
 	case IPPROTO_ICMP:
 	case IPPROTO_ICMPV6:
-		if (l4_len < 8 || (p->key.proto == IPPROTO_ICMPV6) != v6)
+		if (l4_len < 8 || l4_avail < 8 || (p->key.proto == IPPROTO_ICMPV6) != v6)
 			return CT_PARSE_BAD;
 		p->icmp_type = l4[0];
 		p->icmp_request = ct_icmp_is_request(v6, l4[0]);
@@ -257,7 +268,9 @@ ct_parse_l3(const uint8_t *frame, uint32_t len, uint32_t off, bool v6, uint16_t 
 			return CT_PARSE_UNTRACKED;
 		if (!p->icmp_error)
 			return 0; /* another type: tracked as a generic protocol */
-		ret = ct_parse_ip(l4 + 8, l4_len - 8, v6, &p->inner, &ioff, &ilen, true);
+		/* (a quote is read only where it can be: cut short at avail) */
+		ret = ct_parse_ip(l4 + 8, l4_avail - 8, l4_avail - 8, v6, &p->inner, &ioff, &ilen,
+				  true);
 		if (ret != 0)
 			return CT_PARSE_BAD;
 		p->inner.zone = zone;
@@ -301,7 +314,7 @@ ct_parse(const uint8_t *frame, uint32_t len, uint16_t zone, struct ct_pkt *p, st
 	}
 	if (et != CT_ETH_IPV4 && et != CT_ETH_IPV6)
 		return CT_PARSE_NOT_IP;
-	return ct_parse_l3(frame, len, off + 2, et == CT_ETH_IPV6, zone, p, h);
+	return ct_parse_l3(frame, len, len, off + 2, et == CT_ETH_IPV6, zone, p, h);
 }
 
 /**
@@ -321,8 +334,8 @@ ct_parse_pkt(struct rte_mbuf *pkt, uint16_t zone, struct ct_pkt *p, struct ct_hd
 		}
 		v6 = true;
 	}
-	return ct_parse_l3(rte_pktmbuf_mtod(pkt, const uint8_t *), rte_pktmbuf_data_len(pkt),
-			   pkt->l2_len, v6, zone, p, h);
+	return ct_parse_l3(rte_pktmbuf_mtod(pkt, const uint8_t *), rte_pktmbuf_pkt_len(pkt),
+			   rte_pktmbuf_data_len(pkt), pkt->l2_len, v6, zone, p, h);
 }
 
 #endif /* SQUALL_NFS_CONNTRACK_CT_PARSE_H */

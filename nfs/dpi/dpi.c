@@ -47,6 +47,8 @@ struct dpi {
 	uint32_t blocked[BLOCKED_SLOTS];
 	uint64_t blocked_until_ms[BLOCKED_SLOTS];
 	uint64_t tsc_per_ms;
+	/* a jumbo frame's payload, gathered from its segments to be scanned */
+	uint8_t gather[SQ_MAX_FRAME_BYTES];
 };
 
 static void
@@ -183,7 +185,7 @@ is_blocked(struct dpi *d, uint32_t hash, uint64_t now_ms)
 static inline sq_verdict_t
 dpi_one(struct dpi *d, struct rte_mbuf *pkt, uint64_t now_ms, uint64_t *rule_ctr, uint64_t *ctr)
 {
-	const uint8_t *frame = rte_pktmbuf_mtod(pkt, const uint8_t *);
+	const uint8_t *frame = rte_pktmbuf_mtod(pkt, const uint8_t *), *payload;
 	struct sq_pkt_meta *m = sq_pkt_meta(pkt);
 	uint32_t l4_len, off, len;
 	struct ct_hdrs h;
@@ -214,7 +216,13 @@ dpi_one(struct dpi *d, struct rte_mbuf *pkt, uint64_t now_ms, uint64_t *rule_ctr
 	}
 	if (len == 0)
 		return SQ_NEXT;
-	hs_scan(d->db, (const char *)frame + off, len, 0, d->scratch, on_match, &best);
+	payload = off + len <= rte_pktmbuf_data_len(pkt) ? frame + off
+							 : sq_pkt_read(pkt, off, len, d->gather);
+	if (unlikely(payload == NULL)) {
+		ctr[2]++;
+		return SQ_DROP;
+	}
+	hs_scan(d->db, (const char *)payload, len, 0, d->scratch, on_match, &best);
 	if (best < 0)
 		return SQ_NEXT;
 	if ((unsigned int)best < RULE_COUNTERS)

@@ -2,8 +2,11 @@
  * squall-nf-firewall: a 5-tuple packet filter for IPv4 and IPv6. The first
  * rule that matches (rules.h) allows the packet on along its chain or
  * denies it (verdict DROP); a packet no rule matches gets the default
- * action (allow). A frame that is neither IPv4 nor IPv6 (the rules cannot
- * judge it) gets --non-ip (deny), a malformed IP packet is denied.
+ * action (allow). ARP and IPv6 neighbour discovery, without which two hosts
+ * behind the firewall never reach each other, get --neighbour (allow); any
+ * other frame that is neither IPv4 nor IPv6 (the rules cannot judge it) gets
+ * --non-ip (deny); a malformed IP packet is denied. A jumbo frame is judged
+ * as any other: its headers are in its first segment (squall/pkt.h).
  */
 #include <getopt.h>
 #include <stdbool.h>
@@ -32,23 +35,26 @@ struct firewall {
 	int not_ip_ctr;
 	int malformed_ctr;
 	int ipv6_ctr;
-	enum fw_action non_ip; /* for frames that are neither IPv4 nor IPv6 */
+	int neighbour_ctr;
+	enum fw_action non_ip;    /* for frames that are neither IPv4 nor IPv6 */
+	enum fw_action neighbour; /* for ARP and IPv6 neighbour discovery */
 };
 
 static void
 usage(FILE *f)
 {
 	fprintf(f, "Usage: " NF_NAME " [--rule RULE]... [--rules FILE] [--default allow|deny]\n"
-		   "       [--non-ip allow|deny]\n"
+		   "       [--neighbour allow|deny] [--non-ip allow|deny]\n"
 		   "Filter IPv4 and IPv6 packets on their 5-tuple. The first rule that matches\n"
 		   "decides: allow passes the packet on along its chain, deny drops it (verdict\n"
-		   "DROP). A packet no rule matches gets the default action; a frame that is\n"
-		   "neither IPv4 nor IPv6 (ARP, ...) gets the --non-ip action; a malformed IP\n"
-		   "packet (lengths inconsistent, an IPv6 extension header cut off, too short\n"
-		   "for its ports) is denied.\n"
+		   "DROP). A packet no rule matches gets the default action. ARP and IPv6\n"
+		   "neighbour discovery (ICMPv6 133-137) get the --neighbour action, before any\n"
+		   "rule; any other frame that is neither IPv4 nor IPv6 (LLDP, ...) gets the\n"
+		   "--non-ip action; a malformed IP packet (lengths inconsistent, an IPv6\n"
+		   "extension header cut off, too short for its ports) is denied.\n"
 		   "Counters: allowed, denied (every packet is in exactly one), no_match (of\n"
-		   "those, how many got the default), not_ip, malformed, ipv6 (IPv6 packets\n"
-		   "judged by the rules).\n"
+		   "those, how many got the default), neighbour (ARP and neighbour discovery),\n"
+		   "not_ip (other frames), malformed, ipv6 (IPv6 packets judged by the rules).\n"
 		   "\n"
 		   "  --rule RULE       append RULE: allow|deny, then any of src=PREFIX,\n"
 		   "                    dst=PREFIX, proto=tcp|udp|icmp|icmpv6|icmp6|sctp|any|N,\n"
@@ -63,9 +69,12 @@ usage(FILE *f)
 		   "  --rules FILE      append the rules in FILE, one per line; blank lines\n"
 		   "                    and # comments skipped\n"
 		   "  --default ACTION  for IP packets no rule matches (default: allow)\n"
-		   "  --non-ip ACTION   for frames that are neither IPv4 nor IPv6, which no\n"
-		   "                    rule can judge (default: deny; allow to pass ARP);\n"
-		   "                    --non-ipv4 is its old name\n" NF_OPT_COMMON_HELP);
+		   "  --neighbour ACTION\n"
+		   "                    for ARP and IPv6 neighbour discovery (default: allow:\n"
+		   "                    hosts on either side cannot reach each other without)\n"
+		   "  --non-ip ACTION   for other frames that are neither IPv4 nor IPv6, which\n"
+		   "                    no rule can judge (default: deny); --non-ipv4 is its\n"
+		   "                    old name\n" NF_OPT_COMMON_HELP);
 }
 
 static int
@@ -140,13 +149,37 @@ judge(struct firewall *fw, const struct fw_key *key, int key_ret)
 	return fw->rules.dflt;
 }
 
+/* IPv6 neighbour discovery (router solicitation and advertisement,
+ * neighbour solicitation and advertisement, redirect: ICMPv6 133-137) right
+ * after the fixed header, as RFC 4861 sends it. */
+static inline bool
+is_nd(const struct rte_ipv6_hdr *ip6, uint32_t avail)
+{
+	const uint8_t *icmp6 = (const uint8_t *)(ip6 + 1);
+
+	return ip6->proto == IPPROTO_ICMPV6 && rte_be_to_cpu_16(ip6->payload_len) >= 4 &&
+	       avail >= sizeof(*ip6) + 4 && icmp6[0] >= 133 && icmp6[0] <= 137;
+}
+
+/* ARP: the EtherType after the tags the manager walked (l2_len ends with it). */
+static inline bool
+is_arp(struct rte_mbuf *pkt)
+{
+	return pkt->l2_len >= sizeof(struct rte_ether_hdr) && pkt->l2_len <= pkt->data_len &&
+	       *rte_pktmbuf_mtod_offset(pkt, const rte_be16_t *, pkt->l2_len - 2) ==
+		       RTE_BE16(RTE_ETHER_TYPE_ARP);
+}
+
 static sq_verdict_t
 firewall_pkt(struct rte_mbuf *pkt, void *arg)
 {
 	struct firewall *fw = arg;
 	const struct rte_ipv4_hdr *ip = sq_pkt_ipv4(pkt);
 	const struct rte_ipv6_hdr *ip6;
-	uint32_t len = rte_pktmbuf_data_len(pkt) - pkt->l2_len;
+	/* the frame from the IP header on, and the part of it in the first
+	 * segment (all of it but in a jumbo frame) */
+	uint32_t len = rte_pktmbuf_pkt_len(pkt) - pkt->l2_len;
+	uint32_t avail = rte_pktmbuf_data_len(pkt) - pkt->l2_len;
 	enum fw_action action;
 	struct fw_key key;
 
@@ -154,10 +187,18 @@ firewall_pkt(struct rte_mbuf *pkt, void *arg)
 	 * the IP header: a tag must not slip a frame past the rules to the
 	 * default action. */
 	if (likely(ip != NULL)) {
-		action = judge(fw, &key, fw_key_from_ipv4(ip, len, &key));
+		action = judge(fw, &key, fw_key_of_ipv4(ip, len, avail, &key));
 	} else if ((ip6 = sq_pkt_ipv6(pkt)) != NULL) {
-		sq_nf_counter_add(fw->nf, fw->ipv6_ctr, 1);
-		action = judge(fw, &key, fw_key_from_ipv6(ip6, len, &key));
+		if (is_nd(ip6, avail)) {
+			sq_nf_counter_add(fw->nf, fw->neighbour_ctr, 1);
+			action = fw->neighbour;
+		} else {
+			sq_nf_counter_add(fw->nf, fw->ipv6_ctr, 1);
+			action = judge(fw, &key, fw_key_of_ipv6(ip6, len, avail, &key));
+		}
+	} else if (is_arp(pkt)) {
+		sq_nf_counter_add(fw->nf, fw->neighbour_ctr, 1);
+		action = fw->neighbour;
 	} else {
 		sq_nf_counter_add(fw->nf, fw->not_ip_ctr, 1);
 		action = fw->non_ip;
@@ -177,12 +218,14 @@ main(int argc, char **argv)
 		{"rule", required_argument, NULL, 'r'},
 		{"rules", required_argument, NULL, 'f'},
 		{"default", required_argument, NULL, 'd'},
+		{"neighbour", required_argument, NULL, 'N'},
 		{"non-ip", required_argument, NULL, 'n'},
 		{"non-ipv4", required_argument, NULL, 'n'}, /* its old name */
 		NF_OPT_COMMON_LONGOPTS,
 		{NULL, 0, NULL, 0},
 	};
-	static struct firewall fw = {.rules = {.dflt = FW_ALLOW}, .non_ip = FW_DENY};
+	static struct firewall fw = {
+		.rules = {.dflt = FW_ALLOW}, .non_ip = FW_DENY, .neighbour = FW_ALLOW};
 	struct sq_nf *nf;
 	int opt, ret;
 
@@ -204,6 +247,10 @@ main(int argc, char **argv)
 			if (parse_action("--non-ip", optarg, &fw.non_ip) < 0)
 				return NF_EXIT_USAGE;
 			break;
+		case 'N':
+			if (parse_action("--neighbour", optarg, &fw.neighbour) < 0)
+				return NF_EXIT_USAGE;
+			break;
 		case 'h': usage(stdout); return NF_EXIT_OK;
 		case 0: /* for sq_nf_init() */ break;
 		default: return nf_opt_usage_error(NF_NAME);
@@ -222,9 +269,10 @@ main(int argc, char **argv)
 	fw.not_ip_ctr = sq_nf_counter_register(nf, "not_ip");
 	fw.malformed_ctr = sq_nf_counter_register(nf, "malformed");
 	fw.ipv6_ctr = sq_nf_counter_register(nf, "ipv6");
-	SQ_LOG(DEBUG, FIREWALL, "%u rules, default %s, non-ip %s\n", fw.rules.n_rules,
+	fw.neighbour_ctr = sq_nf_counter_register(nf, "neighbour");
+	SQ_LOG(DEBUG, FIREWALL, "%u rules, default %s, neighbour %s, non-ip %s\n", fw.rules.n_rules,
 	       fw.rules.dflt == FW_DENY ? "deny" : "allow",
-	       fw.non_ip == FW_DENY ? "deny" : "allow");
+	       fw.neighbour == FW_DENY ? "deny" : "allow", fw.non_ip == FW_DENY ? "deny" : "allow");
 	sq_nf_set_pkt_handler(nf, firewall_pkt, &fw);
 	return sq_nf_run(nf) < 0 ? NF_EXIT_FAIL : NF_EXIT_OK;
 }

@@ -127,7 +127,9 @@ fw_match(const struct fw_rules *rules, const struct fw_key *k)
 /**
  * The key of the IPv4 packet at @p ip, @p len bytes from the IP header on
  * (what the frame holds; the packet itself ends at its IP total length, and
- * any bytes past it are padding, never read). Ports are read from TCP, UDP
+ * any bytes past it are padding, never read), of which the first @p avail
+ * are at @p ip (a jumbo frame's first segment: the headers read must be in
+ * it, which the manager sees to, squall/pkt.h). Ports are read from TCP, UDP
  * and SCTP headers of unfragmented packets and first fragments; a later
  * fragment has none (has_ports false), so rules with ports do not match it.
  * @return 0, or -EINVAL if malformed: the IP header truncated or its IHL
@@ -136,12 +138,12 @@ fw_match(const struct fw_rules *rules, const struct fw_key *k)
  * would otherwise slip past every rule with ports.
  */
 static inline int
-fw_key_from_ipv4(const struct rte_ipv4_hdr *ip, uint32_t len, struct fw_key *k)
+fw_key_of_ipv4(const struct rte_ipv4_hdr *ip, uint32_t len, uint32_t avail, struct fw_key *k)
 {
 	uint32_t ihl_bytes, total_len;
 	const uint8_t *l4;
 
-	if (len < sizeof(*ip))
+	if (len < sizeof(*ip) || avail < sizeof(*ip))
 		return -EINVAL;
 	ihl_bytes = (uint32_t)(ip->version_ihl & RTE_IPV4_HDR_IHL_MASK) * 4;
 	total_len = rte_be_to_cpu_16(ip->total_length);
@@ -157,7 +159,7 @@ fw_key_from_ipv4(const struct rte_ipv4_hdr *ip, uint32_t len, struct fw_key *k)
 		return 0;
 	if (k->proto != IPPROTO_TCP && k->proto != IPPROTO_UDP && k->proto != IPPROTO_SCTP)
 		return 0;
-	if (total_len < ihl_bytes + 4)
+	if (total_len < ihl_bytes + 4 || avail < ihl_bytes + 4)
 		return -EINVAL;
 	/* The ports are the first 4 bytes of all three headers. */
 	l4 = (const uint8_t *)ip + ihl_bytes;
@@ -165,6 +167,13 @@ fw_key_from_ipv4(const struct rte_ipv4_hdr *ip, uint32_t len, struct fw_key *k)
 	k->dport = (uint16_t)(l4[2] << 8 | l4[3]);
 	k->has_ports = true;
 	return 0;
+}
+
+/* fw_key_of_ipv4() of a packet in one buffer, all @p len bytes readable. */
+static inline int
+fw_key_from_ipv4(const struct rte_ipv4_hdr *ip, uint32_t len, struct fw_key *k)
+{
+	return fw_key_of_ipv4(ip, len, len, k);
 }
 
 static inline uint64_t
@@ -189,7 +198,8 @@ fw_ip6_of(const uint8_t a[16])
 /**
  * The key of the IPv6 packet at @p ip6, @p len bytes from the IPv6 header on
  * (what the frame holds; the packet ends at 40 + its payload length, and
- * bytes past that are padding, never read). The extension headers
+ * bytes past that are padding, never read), of which the first @p avail
+ * are at @p ip6 (as for IPv4: a header past them is malformed). The extension headers
  * (hop-by-hop, routing, destination options, AH, fragment: at most
  * FW_MAX_EXT_HDRS) are walked to the upper-layer protocol, which is the
  * key's proto. Ports as for IPv4: from TCP, UDP and SCTP of an unfragmented
@@ -200,14 +210,14 @@ fw_ip6_of(const uint8_t a[16])
  * ports.
  */
 static inline int
-fw_key_from_ipv6(const struct rte_ipv6_hdr *ip6, uint32_t len, struct fw_key *k)
+fw_key_of_ipv6(const struct rte_ipv6_hdr *ip6, uint32_t len, uint32_t avail, struct fw_key *k)
 {
 	const uint8_t *b = (const uint8_t *)ip6;
 	uint32_t end, off = sizeof(*ip6), n;
 	uint8_t nh;
 	int hdrs;
 
-	if (len < sizeof(*ip6) || (b[0] >> 4) != 6)
+	if (len < sizeof(*ip6) || avail < sizeof(*ip6) || (b[0] >> 4) != 6)
 		return -EINVAL;
 	nh = ip6->proto;
 	end = (uint32_t)sizeof(*ip6) + rte_be_to_cpu_16(ip6->payload_len);
@@ -219,6 +229,9 @@ fw_key_from_ipv6(const struct rte_ipv6_hdr *ip6, uint32_t len, struct fw_key *k)
 	k->dst6 = fw_ip6_of(ip6->dst_addr);
 	k->has_ports = false;
 	k->sport = k->dport = 0;
+	/* (what follows reads no further than end, which avail bounds) */
+	if (end > avail)
+		end = avail;
 	for (hdrs = 0; hdrs <= FW_MAX_EXT_HDRS; hdrs++) {
 		k->proto = nh;
 		switch (nh) {
@@ -257,6 +270,13 @@ fw_key_from_ipv6(const struct rte_ipv6_hdr *ip6, uint32_t len, struct fw_key *k)
 		off += n;
 	}
 	return -EINVAL; /* a chain longer than FW_MAX_EXT_HDRS */
+}
+
+/* fw_key_of_ipv6() of a packet in one buffer, all @p len bytes readable. */
+static inline int
+fw_key_from_ipv6(const struct rte_ipv6_hdr *ip6, uint32_t len, struct fw_key *k)
+{
+	return fw_key_of_ipv6(ip6, len, len, k);
 }
 
 /* The mask of the first @p bits of 64. */

@@ -210,12 +210,26 @@ def _not_ip() -> list[bytes]:
 
 
 def test_the_firewall_denies_what_it_cannot_judge_by_default(mgr: Manager, tmp_path: Path) -> None:
+    """ARP passes (hosts behind a bump-in-the-wire firewall must find each
+    other), tagged or not; LLDP, which no rule can judge, is denied; IPv6 is
+    judged."""
     fw = {"exec": "squall-nf-firewall", "args": ["--rule", "deny,proto=tcp,dport=22"]}
     web = _tagged(80)[:1] + _tagged(80, family="ipv6")[:1]
+    arp, lldp, tagged_arp = _not_ip()
     ex, out = _run(mgr, tmp_path, _not_ip() + web, fw)
-    assert out == web, "ARP and LLDP denied: no rule can judge them; IPv6 judged"
+    assert out == [arp, tagged_arp, *web]
     c = ex["nfs"]["nf#0"]["counters"]
-    assert c["not_ip"] == 3 and c["denied"] == 3 and c["allowed"] == 2, c
+    assert c["neighbour"] == 2 and c["not_ip"] == 1, c
+    assert c["denied"] == 1 and c["allowed"] == 4, c
+
+
+def test_the_firewall_denies_arp_when_told(mgr: Manager, tmp_path: Path) -> None:
+    fw = {"exec": "squall-nf-firewall", "args": ["--neighbour", "deny", "--non-ip", "allow"]}
+    arp, lldp, tagged_arp = _not_ip()
+    ex, out = _run(mgr, tmp_path, _not_ip(), fw)
+    assert out == [lldp]
+    c = ex["nfs"]["nf#0"]["counters"]
+    assert c["neighbour"] == 2 and c["denied"] == 2 and c["not_ip"] == 1, c
 
 
 @pytest.mark.parametrize("option", ["--non-ip", "--non-ipv4"])
@@ -229,7 +243,8 @@ def test_the_firewall_passes_non_ip_when_told(mgr: Manager, tmp_path: Path, opti
     ex, out = _run(mgr, tmp_path, frames, fw)
     assert out == frames
     c = ex["nfs"]["nf#0"]["counters"]
-    assert c["not_ip"] == 3 and c["allowed"] == 3 and c["no_match"] == 0, c
+    assert c["not_ip"] == 1 and c["neighbour"] == 2, c
+    assert c["allowed"] == 3 and c["no_match"] == 0, c
 
 
 def test_the_firewall_walks_ipv6_extension_headers(mgr: Manager, tmp_path: Path) -> None:

@@ -466,6 +466,22 @@ test_parse(void)
 	CHECK(p.key.zone == 9 && p.has_wscale && p.wscale == 7 && p.payload_len == 0);
 	CHECK(h.l3_off == 14 && h.l4_off == 34 && !h.ipv6);
 	CHECK(ct_parse(f, 14 + 20 + 19, 0, &p, &h) == CT_PARSE_BAD); /* truncated TCP */
+	/* A jumbo frame's first segment: lengths against the frame, headers read
+	 * only within the segment (its options ending there are whole). */
+	{
+		uint16_t tot = (uint16_t)(len - 14 + 4000);
+
+		f[16] = (uint8_t)(tot >> 8), f[17] = (uint8_t)tot;
+		CHECK(ct_parse_l3(f, len + 3999, len, 14, false, 0, &p, &h) == CT_PARSE_BAD);
+		CHECK(ct_parse_l3(f, len + 4000, len, 14, false, 0, &p, &h) == 0);
+		CHECK(p.key.dport == 80 && p.has_wscale && p.payload_len == 4000);
+		/* the segment ends inside the TCP header, or inside its options */
+		CHECK(ct_parse_l3(f, len + 4000, 14 + 20 + 19, 14, false, 0, &p, &h) ==
+		      CT_PARSE_BAD);
+		CHECK(ct_parse_l3(f, len + 4000, 14 + 20 + 23, 14, false, 0, &p, &h) ==
+		      CT_PARSE_BAD);
+		f[16] = (uint8_t)((len - 14) >> 8), f[17] = (uint8_t)(len - 14);
+	}
 	f[46] = 4 << 4;
 	CHECK(ct_parse(f, len, 0, &p, &h) == CT_PARSE_BAD); /* doff 4 */
 	f[46] = 15 << 4;

@@ -127,6 +127,10 @@ test_key_from_packet(void)
 
 	/* Padding past the total length is not read: the same key. */
 	CHECK(fw_key_from_ipv4(ip, 64, &k) == 0 && k.has_ports && k.dport == 53);
+	/* A jumbo frame's first segment: the ports must be in it. */
+	CHECK(fw_key_of_ipv4(ip, 28, 24, &k) == 0 && k.has_ports && k.dport == 53);
+	CHECK(fw_key_of_ipv4(ip, 28, 23, &k) == -EINVAL);
+	CHECK(fw_key_of_ipv4(ip, 28, 19, &k) == -EINVAL);
 	/* The frame shorter than the total length, or the total length shorter
 	 * than the ports (padding holding them would be read before): malformed. */
 	CHECK(fw_key_from_ipv4(ip, 22, &k) == -EINVAL);
