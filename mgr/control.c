@@ -991,12 +991,13 @@ start_nf(struct mgr *mgr, struct mgr_nf *nf)
 	ret = atomic_load(&ctl.spawn_ret);
 	if (ret < 0)
 		return ret;
-	deadline = now_ms() + NF_READY_TIMEOUT_MS;
 	while (!mgr_nf_is_ready(nf)) {
 		/* died during start: the main lcore reaped it */
 		if (__atomic_load_n(&nf->pid, __ATOMIC_ACQUIRE) <= 0)
 			return -ECHILD;
-		if (now_ms() > deadline || mgr->stop)
+		/* (it samples the NF at most every 20 ms: ready.h) */
+		if (mgr->stop ||
+		    mgr_nf_ready_overdue(mgr, nf, NF_READY_TIMEOUT_MS, RTE_LOG_ERR, ""))
 			return -ETIMEDOUT;
 		usleep(20);
 	}

@@ -23,6 +23,7 @@
 #include "drop.h"
 #include "latency.h"
 #include "nflog.h"
+#include "ready.h"
 #include "uids.h"
 
 extern int sq_logtype_mgr;
@@ -191,10 +192,11 @@ struct mgr_nf {
 	/* rx's producers, one at a time (when rx runs on its own lcore, both
 	 * roles steer to NFs): the manager's enqueue is single-producer */
 	rte_spinlock_t rx_lock;
-	bool ring_broken;   /* its rings made no sense: killed, never drained */
-	uint64_t bad_descs; /* descriptors it handed back that were no mbuf it held */
-	uid_t uid;          /* what its process runs as (0: root, by the config) */
-	uint64_t start_tsc; /* spawn time, for start-to-ready */
+	bool ring_broken;         /* its rings made no sense: killed, never drained */
+	uint64_t bad_descs;       /* descriptors it handed back that were no mbuf it held */
+	uid_t uid;                /* what its process runs as (0: root, by the config) */
+	uint64_t start_tsc;       /* spawn time, for start-to-ready */
+	struct ready_clock ready; /* the time it had to get ready (ready.h) */
 	uint64_t ready_tsc;
 	/* Supervision (nfs.c, control lcore; telemetry reads). */
 	uint32_t restarts;           /* times started again after it died */
@@ -538,6 +540,11 @@ uint32_t mgr_nf_own_priority(const struct mgr *mgr, const struct mgr_nf *nf);
  * or SCHED_OTHER). @return 0, or -errno (the NF's policy unchanged). */
 int mgr_nf_set_policy(struct mgr *mgr, struct mgr_nf *nf, uint32_t prio);
 bool mgr_nf_is_ready(const struct mgr_nf *nf);
+/* NF @p nf (spawned, not ready) is past the readiness limit @p limit_ms of
+ * time it could use (ready.h): then it is logged at @p level with what it
+ * is doing and @p then ("; killing it"). */
+bool mgr_nf_ready_overdue(const struct mgr *mgr, struct mgr_nf *nf, uint32_t limit_ms,
+			  uint32_t level, const char *then);
 /* control role: make NF slot @p id anew for a service's instance (rings kept
  * when their size fits), or retire an NF (it stops after handing back what
  * it holds; the main lcore reaps it). */

@@ -862,6 +862,7 @@ mgr_nfs_spawn(struct mgr *mgr, struct mgr_nf *nf)
 	nf->uid = sp.set_user ? sp.uid : geteuid();
 	atomic_store(&nf->ctl->state, SQ_NF_SPAWNED);
 	nf->start_tsc = rte_rdtsc();
+	mgr_ready_start(&nf->ready, mgr_ready_now_ns());
 	ret = mgr_spawn(&sp, &nf->pid, &step);
 	/* (the NF's ends: its log pipe's write end, its region's copy) */
 	if (sp.log_fd == mgr->spawn_fds[0])
@@ -897,13 +898,36 @@ mgr_nf_is_ready(const struct mgr_nf *nf)
 	return state == SQ_NF_AWAKE || state == SQ_NF_ASLEEP || state == SQ_NF_WAKING;
 }
 
+bool
+mgr_nf_ready_overdue(const struct mgr *mgr, struct mgr_nf *nf, uint32_t limit_ms, uint32_t level,
+		     const char *then)
+{
+	uint64_t now = mgr_ready_now_ns();
+	uint32_t state;
+	char what[160];
+
+	if (!mgr_ready_overdue(&nf->ready, nf->pid, now, limit_ms))
+		return false;
+	mgr_ready_describe(nf->pid, what, sizeof(what));
+	state = atomic_load(&nf->ctl->state);
+	rte_log(level, sq_logtype_mgr,
+		"squall-mgr: %s#%u (pid %d) not ready after %" PRIu64 " ms, %" PRIu64
+		" ms of them its own (limit %u ms; the rest it waited for a "
+		"CPU): %s, %s%s\n",
+		mgr_nf_service_name(mgr, nf), nf->instance, nf->pid,
+		(now - nf->ready.start_ns) / 1000000, nf->ready.used_ns / 1000000, limit_ms,
+		state == SQ_NF_SPAWNED ? "not attached to the region yet"
+				       : "attached, not in its loop",
+		what, then);
+	return true;
+}
+
 /* Wait until the NF runs its loop: then its start time is measured to the
  * microsecond and a broken NF is reported before traffic starts. */
 int
 mgr_nfs_wait_ready(struct mgr *mgr, struct mgr_nf *nf)
 {
 	const struct timespec nap = {.tv_nsec = 20 * 1000};
-	uint64_t deadline = rte_rdtsc() + rte_get_tsc_hz() / 1000 * NF_READY_TIMEOUT_MS;
 	int status;
 
 	while (!mgr_nf_is_ready(nf)) {
@@ -915,11 +939,9 @@ mgr_nfs_wait_ready(struct mgr *mgr, struct mgr_nf *nf)
 			atomic_store(&nf->ctl->state, SQ_NF_DEAD);
 			return -ECHILD;
 		}
-		if (rte_rdtsc() > deadline) {
-			MGR_LOG(ERR, "%s#%u (pid %d) not ready after %d ms\n", nf->name,
-				nf->instance, nf->pid, NF_READY_TIMEOUT_MS);
+		/* (it samples the NF at most every 20 ms: ready.h) */
+		if (mgr_nf_ready_overdue(mgr, nf, NF_READY_TIMEOUT_MS, RTE_LOG_ERR, ""))
 			return -ETIMEDOUT;
-		}
 		nanosleep(&nap, NULL);
 	}
 	nf->ready_tsc = rte_rdtsc();
@@ -1210,14 +1232,12 @@ mgr_nfs_supervise(struct mgr *mgr)
 				nf->rx_base = nf->ctl->rx_pkts;
 				nf->sup_state = SUP_FIRST_PKT;
 				atomic_store(&nf->live, true);
-			} else if (nf->pid > 0 &&
-				   now - nf->start_tsc > hz / 1000 * NF_READY_TIMEOUT_MS) {
-				MGR_LOG(WARNING,
-					"%s#%u (pid %d) not ready after %d ms; killing it\n",
-					mgr_nf_service_name(mgr, nf), nf->instance, nf->pid,
-					NF_READY_TIMEOUT_MS);
+			} else if (nf->pid > 0 && !nf->wd_killed &&
+				   now - nf->start_tsc > hz / 1000 * NF_READY_TIMEOUT_MS &&
+				   mgr_nf_ready_overdue(mgr, nf, NF_READY_TIMEOUT_MS,
+							RTE_LOG_WARNING, "; killing it")) {
 				kill(nf->pid, SIGKILL);
-				nf->start_tsc = now; /* once */
+				nf->wd_killed = true; /* once */
 			}
 			break;
 		case SUP_FIRST_PKT:

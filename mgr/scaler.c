@@ -309,9 +309,8 @@ check_starting(struct mgr *mgr, struct scaler *sc, struct svc_scale *st, struct 
 		add_event(sc, &mgr->cfg->services[nf->service], &e);
 		return;
 	}
-	if (now - in->mark_tsc > sc->hz / 1000 * READY_MAX_MS && !nf->wd_killed) {
-		MGR_LOG(WARNING, "%s#%u (pid %d) not ready after %d ms; killing it\n",
-			mgr_nf_service_name(mgr, nf), nf->instance, nf->pid, READY_MAX_MS);
+	if (now - in->mark_tsc > sc->hz / 1000 * READY_MAX_MS && !nf->wd_killed &&
+	    mgr_nf_ready_overdue(mgr, nf, READY_MAX_MS, RTE_LOG_WARNING, "; killing it")) {
 		kill(nf->pid, SIGKILL);
 		nf->wd_killed = true;
 	}
