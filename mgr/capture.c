@@ -27,11 +27,10 @@
  * (drop_ring_full_pkts, drop_pool_empty_pkts), never the packet.
  *
  * Filter: compiled once by libpcap (pcap_compile on a dead DLT_EN10MB
- * handle), converted to eBPF by rte_bpf_convert, loaded by rte_bpf_load and
- * run JIT-compiled (rte_bpf_get_jit) per packet, only while a filter is set.
+ * handle), converted to eBPF by rte_bpf_convert and rewritten around three
+ * faults of DPDK 22.11 (capfilter.c), loaded by rte_bpf_load and run
+ * JIT-compiled (rte_bpf_get_jit) per packet, only while a filter is set.
  */
-/* rte_bpf_convert is experimental in 22.11; this file alone uses it. */
-#define ALLOW_EXPERIMENTAL_API
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -51,14 +50,13 @@
 
 #include <rte_bpf.h>
 #include <rte_cycles.h>
-#include <rte_errno.h>
 #include <rte_lcore.h>
-#include <rte_malloc.h>
 #include <rte_mbuf.h>
 #include <rte_memcpy.h>
 #include <rte_ring.h>
 #include <rte_telemetry.h>
 
+#include "capfilter.h"
 #include "capture.h"
 #include "lane.h"
 #include "mgr.h"
@@ -1016,32 +1014,15 @@ static const char *
 load_filter(struct capture *c, const char *expr, char *err, size_t err_len)
 {
 	struct bpf_program prog;
-	struct rte_bpf_prm *prm;
 	struct rte_bpf_jit jit;
-	pcap_t *dead;
 
 	snprintf(c->filter_str, sizeof(c->filter_str), "%s", expr);
-	dead = pcap_open_dead(DLT_EN10MB, (int)c->snaplen);
-	if (dead == NULL)
-		return "libpcap: pcap_open_dead failed";
-	if (pcap_compile(dead, &prog, expr, 1, PCAP_NETMASK_UNKNOWN) != 0) {
-		snprintf(err, err_len, "filter: %s", pcap_geterr(dead));
-		pcap_close(dead);
+	if (capfilter_compile(expr, c->snaplen, &prog, err, err_len) != 0)
 		return err;
-	}
-	pcap_close(dead);
-	prm = rte_bpf_convert(&prog);
+	c->filter = capfilter_load(&prog, err, err_len);
 	pcap_freecode(&prog);
-	if (prm == NULL) {
-		snprintf(err, err_len, "filter: rte_bpf_convert: %s", rte_strerror(rte_errno));
+	if (c->filter == NULL)
 		return err;
-	}
-	c->filter = rte_bpf_load(prm);
-	rte_free(prm);
-	if (c->filter == NULL) {
-		snprintf(err, err_len, "filter: rte_bpf_load: %s", rte_strerror(rte_errno));
-		return err;
-	}
 	if (rte_bpf_get_jit(c->filter, &jit) == 0 && jit.func != NULL)
 		c->filter_jit = jit.func;
 	return NULL;

@@ -25,8 +25,9 @@ from typing import Any
 
 import pcaps
 from conftest import REPO, Manager
-from scapy.layers.inet import UDP
+from scapy.layers.inet import ICMP, IP, TCP, UDP, IPOption
 from scapy.layers.l2 import Ether
+from scapy.packet import Raw
 
 N_PKTS = 1000
 DST2 = "02:00:00:00:00:02"
@@ -285,6 +286,89 @@ def test_capture_filter_and_live_pipe(mgr: Manager, tmp_path: Path) -> None:
     for c in captures(mgr).values():
         assert c["filter"] == flt and c["end_reason"] == "stopped", c
         assert c["seen_pkts"] == N_PKTS and c["matched_pkts"] == len(want), c
+        assert c["written_pkts"] == len(want) and c["dropped_pkts"] == 0, c
+    end_clean(mgr)
+
+
+def header_byte_frames(n: int) -> list[bytes]:
+    """TCP (SYN, SYN-ACK, ACK, PSH-ACK), ICMP echo and reply and UDP 53, with and
+    without DF and IPv4 options (IHL 5 or 6): frames whose match turns on a
+    byte past the IPv4 header, found by its length (ldxb, then ldb [x + k])."""
+    frames = []
+    for i in range(n):
+        l4 = [
+            TCP(sport=40000 + i, dport=80, flags="S"),
+            TCP(sport=80, dport=40000 + i, flags="SA"),
+            TCP(sport=40000 + i, dport=80, flags="A"),
+            TCP(sport=40000 + i, dport=80, flags="PA"),
+            ICMP(type="echo-request", id=i),
+            ICMP(type="echo-reply", id=i),
+            UDP(sport=40000 + i, dport=53),
+        ][i % 7]
+        ip = IP(src="10.0.0.1", dst="10.0.0.2", flags="DF" if i % 2 else 0)
+        if (i // 7) % 3 == 2:
+            ip.options = [IPOption(b"\x01\x01\x01\x01")]  # NOPs: IHL 6
+        tag = struct.pack("!4sI", b"SQLL", i)
+        frames.append(bytes(Ether(src=pcaps.SRC_MAC, dst=pcaps.mac(1)) / ip / l4 / Raw(tag)))
+    return frames
+
+
+def tcpdump_frames(pcap: Path, flt: str, tmp: Path) -> list[bytes]:
+    """The frames of a pcap that tcpdump's (libpcap's) own filter takes."""
+    out = tmp / "tcpdump.pcap"
+    r = subprocess.run(
+        ["tcpdump", "-r", str(pcap), "-w", str(out), flt], capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr
+    return pcaps.read_pcap(out)
+
+
+def test_capture_filter_reads_bytes_past_the_ip_header(mgr: Manager, tmp_path: Path) -> None:
+    """docs/capture.md's tcp[13] & 2 != 0 and its kin read a byte at an offset
+    that depends on the IPv4 header's length: each capture holds exactly what
+    tcpdump's filter takes from the same frames, at a port and at hops. (DPDK
+    22.11's cBPF conversion indexed such loads by A, not X, and its JIT
+    encoded jset #2 wrong: mgr/capfilter.c.)"""
+    n = 700
+    frames = header_byte_frames(n)
+    feed = Feed(tmp_path)
+    out_pcap = tmp_path / "out.pcap"
+    mgr.start(chain_config(mgr, feed, out_pcap))
+    # (filter, squallctl options, whether the frames there are fwd's rewritten ones)
+    caps = [
+        ("tcp[tcpflags] & tcp-syn != 0", ["--port", "in"], False),
+        ("tcp[13] & 2 != 0", ["--chain", "c", "--hop", "2", "--dir", "out"], True),
+        ("icmp[icmptype] == icmp-echo", ["--chain", "c", "--hop", "0"], False),
+        ("icmp[0] == 8", ["--port", "out", "--dir", "tx"], True),
+    ]
+    procs = []
+    for i, (flt, opts, _) in enumerate(caps):
+        path = tmp_path / f"cap{i}.pcapng"
+        procs.append(
+            squallctl(
+                mgr.name, "capture", *opts, "-f", flt, "-w", str(path), stderr=subprocess.PIPE
+            )
+        )
+        wait_running(mgr, i + 1)
+    assert feed.send(frames) == frames
+    mgr.wait_port_tx("out", n)
+    for p in procs:
+        p.send_signal(signal.SIGINT)
+    for p in procs:
+        _, err = p.communicate(timeout=WAIT_S)
+        assert p.returncode == 130, err.decode()
+
+    by_filter = {c["filter"]: c for c in captures(mgr).values()}
+    for i, (flt, _, after_fwd) in enumerate(caps):
+        want = tcpdump_frames(feed.pcap, flt, tmp_path)
+        assert 0 < len(want) < n, (flt, len(want))
+        if after_fwd:
+            want = [rewritten(f) for f in want]
+        got = tshark_frames(tmp_path / f"cap{i}.pcapng", tmp_path)
+        assert len(got) == len(want), (flt, len(got), len(want))
+        assert got == want, flt
+        c = by_filter[flt]
+        assert c["seen_pkts"] == n and c["matched_pkts"] == len(want), c
         assert c["written_pkts"] == len(want) and c["dropped_pkts"] == 0, c
     end_clean(mgr)
 
