@@ -9,7 +9,8 @@ and every reader is served from the latest snapshot:
 - ``/``: the dashboard (``squall/web/``), fed by ``/api/stream`` (server-sent
   events, one summary per snapshot) and ``/api/nfs`` (NFs, searched and paged
   on the server so 10,000 NFs cost the browser one page);
-- ``/api/summary``, ``/api/events``: the same data as JSON.
+- ``/api/summary``, ``/api/events``: the same data as JSON (``/?snapshot=1``
+  renders the page once from ``/api/summary``, no stream: for screenshots).
 
 Events (NF start, exit, restart, pool growth, config changes, the manager
 going down and coming back) are derived by diffing successive snapshots: the
@@ -1255,7 +1256,6 @@ def summary(poller: Poller, max_events: int = 200) -> dict[str, Any]:
         }
         for name, pt in sorted(snap.ports.items(), key=lambda kv: _n(kv[1], "id"))
     ]
-    out["rules"] = snap.rules
     services: dict[str, dict[str, Any]] = {}
     for key, nf in snap.nfs.items():
         svc = str(nf.get("service", ""))
@@ -1291,8 +1291,50 @@ def summary(poller: Poller, max_events: int = 200) -> dict[str, Any]:
             }
         )
     out["chains"] = chains
+    out["rules"] = rule_rates(snap.rules, out["ports"], out["services"], chains)
     out["flows"] = snap.flows
     out["pools"] = [dict(v, name=k) for k, v in sorted(snap.pools.items()) if v.get("pooled")]
+    return out
+
+
+def rule_rates(
+    rules: list[dict[str, Any]],
+    ports: list[dict[str, Any]],
+    services: list[dict[str, Any]],
+    chains: list[dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """Each rule (a direction through its chain) with its own rates: the
+    manager counts packets per port, chain and NF, not per rule, so a rule's
+    rx_pps is its in port's rx rate and its tx_pps its out port's tx rate
+    when no other rule reads (sends to) that port, else None. hop_rx_pps:
+    for each hop, the share of the service's rx rate in proportion to the
+    rx rates of the rules whose chains pass through it (None when one of
+    those is unknown); one-way traffic gives the other direction 0."""
+    rx = {str(p["name"]): float(p["rx_pps"]) for p in ports}
+    tx = {str(p["name"]): float(p["tx_pps"]) for p in ports}
+    ins = [str(r.get("in_port", "")) for r in rules]
+    outs = [str(r.get("out_port", "")) for r in rules]
+    hops = {str(c["name"]): list(c["hops"]) for c in chains}
+    svc_rx = {str(v["name"]): float(v["rx_pps"]) for v in services}
+    out = []
+    for r, i, o in zip(rules, ins, outs, strict=True):
+        out.append(
+            dict(
+                r,
+                rx_pps=rx[i] if ins.count(i) == 1 and i in rx else None,
+                tx_pps=tx[o] if outs.count(o) == 1 and o in tx else None,
+            )
+        )
+    for r in out:
+        shares: list[float | None] = []
+        for svc in hops.get(str(r.get("chain", "")), []):
+            through = [q["rx_pps"] for q in out if svc in hops.get(str(q.get("chain", "")), [])]
+            if r["rx_pps"] is None or None in through:
+                shares.append(None)
+            else:
+                total = sum(float(t) for t in through)
+                shares.append(svc_rx.get(svc, 0.0) * r["rx_pps"] / total if total > 0 else 0.0)
+        r["hop_rx_pps"] = shares
     return out
 
 

@@ -4,7 +4,12 @@ manager carrying generator traffic; the rendered topology and rates match
 telemetry; a service opened in the topology lists its instances; a killed NF
 turns dead on the page and its exit appears in the event log. And the page's
 data: /api/nfs searched, sorted and paged; `--no-nf-metrics`; config edits
-in the event log.
+in the event log. At 1400x1000, with a chain carrying traffic one way of
+two: the rates chart's time axis reads as now, from its first sample; each
+direction's row shows its own rate; the latency histogram's labels stay
+clear of its title and inside the chart; `?snapshot=1` lets
+`chromium --headless --virtual-time-budget` finish with a screenshot
+(build/test-output/dashboard-snapshot.png).
 
 The screenshot goes to build/test-output/dashboard.png. To refresh the one
 the docs show (docs/img/dashboard.png), run the test with
@@ -16,6 +21,8 @@ import json
 import os
 import shutil
 import signal
+import struct
+import subprocess
 import time
 import urllib.parse
 from collections.abc import Iterator
@@ -319,3 +326,274 @@ def test_no_nf_metrics_keeps_the_services_and_drops_the_nfs(mgr: Manager) -> Non
         full.stop()
         lean.stop()
     mgr.finish()
+
+
+# ------------------------------------------- what a new user found at 1400x1000
+
+VIEW = (1400, 1000)
+
+
+def start_one_way(mgr: Manager) -> Exporter:
+    """web-chain in both directions (gen -> out by rule 0, out -> gen by rule
+    1), the generator sending on gen only: the two directions differ, the
+    second carries nothing."""
+    cfg = chain_config(mgr)
+    cfg["generator"]["rate_pps"] = RATE
+    cfg["rules"].append({"in_port": "out", "chain": "web-chain", "out_port": "gen"})
+    mgr.start(cfg)
+    return Exporter(mgr.name, mgr.workdir)
+
+
+def stop_one_way(mgr: Manager, ex: Exporter) -> None:
+    try:
+        sent = mgr.gen_send(0)
+        mgr.wait_accounted(sent)
+    finally:
+        ex.stop()
+    mgr.finish()
+
+
+def rendered(browser: Any) -> None:
+    """Wait (bounded) for the page's first render of a summary."""
+    wait_until(
+        lambda: browser.execute_script("return document.body.dataset.seq || null;"),
+        20,
+        "the first summary rendered",
+    )
+
+
+def port_rates(mgr: Manager, secs: float = 2.0) -> dict[str, tuple[float, float]]:
+    """port -> (rx, tx) packets/s, measured from telemetry over secs."""
+    a, t0 = mgr.ports(), time.monotonic()
+    time.sleep(secs)
+    b, t1 = mgr.ports(), time.monotonic()
+    return {
+        p: (
+            (b[p]["rx_pkts"] - a[p]["rx_pkts"]) / (t1 - t0),
+            (b[p]["tx_pkts"] - a[p]["tx_pkts"]) / (t1 - t0),
+        )
+        for p in b
+    }
+
+
+def test_the_rate_chart_shows_the_last_five_minutes_from_the_first_sample(
+    mgr: Manager, browser: Any
+) -> None:
+    """The time axis of "Packet rates, last 5 min" at its first sample: tick
+    labels that read as the local time (and date) within minutes of now, and
+    a window of 5 minutes ending at the sample (one point, once, opened an
+    axis of years)."""
+    ex = start_one_way(mgr)
+    try:
+        browser.set_window_size(*VIEW)
+        # ?snapshot=1: exactly one sample; then the live page, a sample a poll
+        for page, points in (("/?snapshot=1", 1), ("/", 0)):
+            browser.get(ex.url + page)
+            rendered(browser)
+            check_time_axis(browser, points)
+    finally:
+        stop_one_way(mgr, ex)
+
+
+def check_time_axis(browser: Any, points: int) -> None:
+    """The rates chart's time axis: labels of the local time (the first with
+    the date) within minutes of now, a 5-minute window ending now; points:
+    the samples it must hold (0: any)."""
+    # what uPlot drew on the axis (its tick labels as drawn) and its range
+    got = browser.execute_script(
+        "return {labels: rateChart.axes[0]._values, min: rateChart.scales.x.min,"
+        " max: rateChart.scales.x.max, points: rateData[0].length,"
+        " now: Date.now() / 1000, tz: new Date().getTimezoneOffset()};"
+    )
+    labels = [str(v) for v in got["labels"] if v]
+    assert len(labels) >= 3 and got["points"] in ((points,) if points else range(1, 999)), got
+    now = float(got["now"])
+    local_now = now - 60 * float(got["tz"])  # seconds since the epoch, local wall clock
+    today = {time.strftime("%Y-%m-%d", time.gmtime(local_now - d)) for d in (0, 600)}
+    for label in labels:
+        clock, _, date = label.partition("\n")
+        parts = clock.split(":")
+        assert len(parts) in (2, 3) and all(p.isdigit() for p in parts), (label, got)
+        secs = int(parts[0]) * 3600 + int(parts[1]) * 60 + int((parts + ["0"])[2])
+        off = (secs - local_now % 86400 + 43200) % 86400 - 43200
+        assert abs(off) < 6 * 60, f"tick {label!r} is {off:.0f} s from now: {got}"
+        assert not date or date in today, (label, today)
+    assert abs(float(got["max"]) - now) < 60, got
+    assert 290 <= float(got["max"]) - float(got["min"]) <= 310, got
+
+
+def test_each_direction_row_shows_its_own_rate(mgr: Manager, browser: Any) -> None:
+    """A chain both ways, traffic one way: the row of rule 0 (gen -> out)
+    shows, in its chain and service boxes, the rate telemetry measures on its
+    ports; the row of rule 1 (out -> gen) shows 0, not the chain's total."""
+    ex = start_one_way(mgr)
+    try:
+        browser.set_window_size(*VIEW)
+        browser.get(ex.url + "/")
+        rates = port_rates(mgr)
+        fwd = rates["out"][1]  # rule 0: out's tx
+        assert abs(fwd - RATE) < RATE * 0.25 and rates["gen"][1] == 0, rates
+
+        def rows() -> dict[str, list[Any]]:
+            got = browser.execute_script(
+                "const o = {};"
+                "for (const r of document.querySelectorAll('#topology .flow'))"
+                "  o[r.dataset.rule] = [...r.querySelectorAll('.node.chain, .node.service')]"
+                "    .map(n => [n.dataset.name, Number(n.dataset.txPps ?? n.dataset.rxPps),"
+                "      n.querySelector('.rate').textContent]);"
+                "return o;"
+            )
+            return dict(got)
+
+        def settled() -> dict[str, list[Any]] | None:
+            got = rows()
+            if set(got) != {"0", "1"}:
+                return None
+            if any(v is None for row in got.values() for _, v, _ in row):
+                return None  # (a box without its rate)
+            ok = all(abs(v - fwd) < fwd * 0.25 for _, v, _ in got["0"])
+            return got if ok and all(v == 0 for _, v, _ in got["1"]) else None
+
+        # 3 boxes a row (web-chain, mon, fwd): rule 0's at the rate, rule 1's at 0
+        try:
+            got = wait_until(settled, 20, f"row 0 at {fwd:.0f} packets/s, row 1 at 0")
+        except AssertionError as e:
+            raise AssertionError(f"{e}; the rows: {rows()}") from None
+        for row in got.values():
+            assert [n for n, _, _ in row] == ["web-chain", "mon", "fwd"], got
+        for (_, _, a), (_, _, b) in zip(got["0"], got["1"], strict=True):
+            assert a != b, got
+        # the exporter's own per-rule numbers, which the rows show
+        rules = json.loads(http_get(ex.url + "/api/summary"))["rules"]
+        assert rules[0]["rx_pps"] > 0 and rules[0]["tx_pps"] > 0, rules
+        assert rules[1]["rx_pps"] == rules[1]["tx_pps"] == 0, rules
+        assert rules[1]["hop_rx_pps"] == [0, 0], rules
+    finally:
+        stop_one_way(mgr, ex)
+
+
+def boxes(browser: Any, css: str) -> list[dict[str, Any]]:
+    return list(
+        browser.execute_script(
+            "return [...document.querySelectorAll(arguments[0])].map(e => {"
+            "  const r = e.getBoundingClientRect();"
+            "  return {text: e.textContent, left: r.left, right: r.right, top: r.top,"
+            "          bottom: r.bottom};});",
+            css,
+        )
+    )
+
+
+def overlap(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return bool(
+        a["left"] < b["right"]
+        and b["left"] < a["right"]
+        and a["top"] < b["bottom"]
+        and b["top"] < a["bottom"]
+    )
+
+
+def test_the_latency_histogram_keeps_its_labels_clear_and_inside(
+    mgr: Manager, browser: Any
+) -> None:
+    """The chain's latency histogram at 1400x1000: no y label under the
+    title, every x label (the last one was cut) and y label inside the chart."""
+    ex = start_one_way(mgr)
+    try:
+        browser.set_window_size(*VIEW)
+        browser.get(ex.url + "/")
+        hist = '#hists .hist[data-chain="web-chain"]'
+        wait_until(
+            lambda: browser.execute_script(
+                "return document.querySelectorAll(arguments[0]).length > 10;", hist + " .bar"
+            ),
+            20,
+            "the web-chain histogram's bars",
+        )
+        title = boxes(browser, hist + " .hist-title")
+        chart = boxes(browser, hist + " svg.hist-plot")
+        ys = boxes(browser, hist + " .y-label")
+        xs = boxes(browser, hist + " .x-label")
+        assert len(title) == len(chart) == 1 and len(ys) >= 2 and len(xs) >= 2, (
+            title,
+            chart,
+            ys,
+            xs,
+        )
+        for y in ys:
+            assert not overlap(y, title[0]), (y, title)
+        c = chart[0]
+        for lab in xs + ys:
+            inside = (
+                lab["left"] >= c["left"] - 0.5
+                and lab["right"] <= c["right"] + 0.5
+                and lab["top"] >= c["top"] - 0.5
+                and lab["bottom"] <= c["bottom"] + 0.5
+            )
+            assert inside, (lab, c)
+    finally:
+        stop_one_way(mgr, ex)
+
+
+CHROMIUM_BOUND_S = 90
+
+
+def test_snapshot_mode_screenshots_with_a_virtual_time_budget(mgr: Manager, tmp_path: Path) -> None:
+    """`chromium --headless --virtual-time-budget` on the page with
+    ?snapshot=1 (one fetch, no event stream): it finishes (within a bound;
+    on the live page the stream keeps it waiting forever) with a 1400x1000
+    PNG, and the DOM it rendered holds the topology."""
+    chromium = require_tool("chromium", "chromium")
+    ex = start_one_way(mgr)
+    out = BUILD / "test-output" / "dashboard-snapshot.png"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.unlink(missing_ok=True)
+    try:
+        wait_until(
+            lambda: json.loads(http_get(ex.url + "/api/summary"))["totals"]["tx_pps"] > 0,
+            20,
+            "traffic in the summary",
+        )
+
+        def run(*what: str) -> str:
+            cmd = [
+                chromium,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                f"--user-data-dir={tmp_path / 'chromium'}",
+                "--window-size={},{}".format(*VIEW),
+                "--hide-scrollbars",
+                "--virtual-time-budget=5000",
+                *what,
+                ex.url + "/?snapshot=1",
+            ]
+            proc = subprocess.Popen(
+                cmd,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
+            )
+            try:
+                stdout, stderr = proc.communicate(timeout=CHROMIUM_BOUND_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+                raise AssertionError(
+                    f"chromium did not finish within {CHROMIUM_BOUND_S} s: {what}"
+                ) from None
+            assert proc.returncode == 0, stderr[-2000:]
+            return stdout
+
+        run(f"--screenshot={out}")
+        png = out.read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n", png[:16]
+        width, height = struct.unpack(">II", png[16:24])
+        assert (width, height) == VIEW and len(png) > 10_000, (width, height, len(png))
+        print(f"snapshot screenshot: {out}")
+        dom = run("--dump-dom")
+        assert 'data-kind="chain" data-name="web-chain"' in dom, dom[-2000:]
+        assert 'class="badge up"' in dom, dom[:2000]
+    finally:
+        stop_one_way(mgr, ex)

@@ -7,7 +7,11 @@
 "use strict";
 
 const $ = (sel) => document.querySelector(sel);
-const HISTORY = 300; // points of the rates chart (one per poll)
+const WINDOW_S = 300; // the rates chart: the last 5 minutes of wall-clock time
+// ?snapshot=1: one fetch of /api/summary, rendered once, no stream: for a
+// screenshot (chromium --headless --virtual-time-budget waits for the
+// network to go quiet, which a stream never does).
+const SNAPSHOT = new URLSearchParams(location.search).get("snapshot") === "1";
 const STATES = ["awake", "blocked", "waking", "asleep", "spawned", "exited", "dead", "free"];
 
 function fmt(v, digits = 0) {
@@ -107,14 +111,24 @@ function renderTopology(s) {
 		row.append(node("rule", r.id === "" ? "-" : "r" + r.id, r.dst_mac ? "dst " + r.dst_mac : "any MAC",
 			el("div", { class: "rate muted", text: r.assign || "" })));
 		row.append(arrow());
+		// This rule's direction: its own rates when the exporter could tell
+		// them apart (its ports carry no other rule), else the chain's totals.
 		const ch = chains[r.chain];
-		const cn = node("chain", r.chain, ch ? `tx ${fmt(ch.tx_pps)} pkt/s` : "");
-		if (ch) cn.dataset.txPps = String(ch.tx_pps);
+		const own = r.rx_pps != null || r.tx_pps != null;
+		const cn = node("chain", r.chain, !ch ? "" : own
+			? `rx ${fmt(r.rx_pps)}, tx ${fmt(r.tx_pps)} pkt/s` : `tx ${fmt(ch.tx_pps)} pkt/s, all rules`);
+		if (ch) {
+			cn.dataset.rxPps = String(own ? r.rx_pps : ch.rx_pps);
+			cn.dataset.txPps = String(own ? r.tx_pps : ch.tx_pps);
+		}
 		row.append(cn);
 		for (const [hop, svc] of (ch ? ch.hops : []).entries()) {
 			row.append(arrow());
 			const v = services[svc] || { states: {}, nfs: 0, rx_pps: 0 };
-			const sn = node("service", svc, `hop ${hop}: ${v.nfs} NF${v.nfs === 1 ? "" : "s"}, rx ${fmt(v.rx_pps)} pkt/s`, stateChips(v.states));
+			const mine = r.hop_rx_pps?.[hop];
+			const rx = mine ?? v.rx_pps;
+			const sn = node("service", svc, `hop ${hop}: ${v.nfs} NF${v.nfs === 1 ? "" : "s"}, rx ${fmt(rx)} pkt/s${mine == null ? ", all rules" : ""}`, stateChips(v.states));
+			sn.dataset.rxPps = String(rx);
 			sn.dataset.hop = String(hop);
 			sn.dataset.open = opened.has(svc) ? "1" : "0";
 			sn.title = "click: its instances";
@@ -147,21 +161,37 @@ function chartWidth(elem) {
 	return Math.max(300, elem.clientWidth - 8);
 }
 
+// Tick labels of the time axis: the local time of day (seconds when the ticks
+// are less than a minute apart), the first with its date.
+function clockLabels(u, splits, axis, space, incr) {
+	const opts = { hour: "2-digit", minute: "2-digit", second: incr < 60 ? "2-digit" : undefined, hourCycle: "h23" };
+	return splits.map((t, i) => {
+		const d = new Date(t * 1000);
+		const hm = d.toLocaleTimeString("en-GB", opts);
+		return i === 0 ? hm + "\n" + d.toLocaleDateString("en-CA") : hm;
+	});
+}
+
 function updateRates(s) {
-	const t = s.time;
+	const t = s.time; // the exporter's wall clock (seconds since the epoch) at the poll
 	if (!t || !s.totals) return;
 	rateData[0].push(t);
 	rateData[1].push(s.totals.rx_pps);
 	rateData[2].push(s.totals.tx_pps);
 	rateData[3].push(s.totals.drop_pps);
-	if (rateData[0].length > HISTORY) for (const a of rateData) a.shift();
+	while (rateData[0][0] < t - WINDOW_S) for (const a of rateData) a.shift();
 	const box = $("#rates-chart");
 	if (!rateChart) {
 		rateChart = new uPlot({
 			width: chartWidth(box), height: 200,
-			scales: { x: { time: true } },
+			// the 5 minutes up to the last poll, from the data: uPlot widens a
+			// single point's range to 1,000 days (a day, counted in ms) before this
+			scales: {
+				x: { time: true, range: () => [rateData[0].at(-1) - WINDOW_S, rateData[0].at(-1)] },
+				y: { range: (u, lo, hi) => [0, Math.max(10, hi * 1.1)] },
+			},
 			legend: { live: false },
-			axes: [{}, { label: "packets/s", values: (u, v) => v.map((x) => fmt(x)) }],
+			axes: [{ values: clockLabels, space: 70 }, { label: "packets/s", values: (u, v) => v.map((x) => fmt(x)) }],
 			series: [{}, { label: "rx", stroke: "#4a6fa5", width: 2 },
 				{ label: "tx", stroke: "#2e9e5b", width: 2 },
 				{ label: "dropped", stroke: "#c8372d", width: 2 }],
@@ -171,30 +201,60 @@ function updateRates(s) {
 	}
 }
 
-const histCharts = {};
+// The latency histograms: SVG drawn here (log x, one bar per bucket of the
+// manager's), every label inside the chart and none under the title.
+const SVG_NS = "http://www.w3.org/2000/svg";
+function svg(tag, attrs, text) {
+	const e = document.createElementNS(SVG_NS, tag);
+	for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+	if (text !== undefined) e.textContent = text;
+	return e;
+}
+const usLabel = (us) => us >= 1e6 ? us / 1e6 + " s" : us >= 1e3 ? us / 1e3 + " ms" : us + " \u00b5s";
+const niceCeil = (v) => {
+	const p = 10 ** Math.floor(Math.log10(v));
+	return [1, 2, 5, 10].find((m) => m * p >= v) * p;
+};
+
+function drawHist(wrap, c, width) {
+	const H = 200, pad = { l: 64, r: 24, t: 10, b: 40 };
+	const bars = c.hist.filter((b) => b[0] > 0);
+	const lo = bars.length ? Math.floor(Math.log10(bars[0][0])) : 0;
+	const hi = bars.length ? Math.max(lo + 1, Math.ceil(Math.log10(bars.at(-1)[0]))) : 3;
+	const ymax = niceCeil(Math.max(1, ...bars.map((b) => b[1])));
+	const x = (us) => pad.l + (Math.log10(us) - lo) / (hi - lo) * (width - pad.l - pad.r);
+	const y = (n) => H - pad.b - n / ymax * (H - pad.t - pad.b);
+	const g = svg("svg", { class: "hist-plot", width, height: H, viewBox: `0 0 ${width} ${H}` });
+	for (let e = lo; e <= hi; e++) {
+		g.append(svg("line", { class: "grid", x1: x(10 ** e), x2: x(10 ** e), y1: pad.t, y2: H - pad.b }));
+		g.append(svg("text", { class: "x-label", x: x(10 ** e), y: H - pad.b + 14, "text-anchor": "middle" }, usLabel(10 ** e)));
+	}
+	for (const n of ymax > 1 ? [0, ymax / 2, ymax] : [0, 1]) {
+		g.append(svg("line", { class: "grid", x1: pad.l, x2: width - pad.r, y1: y(n), y2: y(n) }));
+		g.append(svg("text", { class: "y-label", x: pad.l - 6, y: y(n) + 4, "text-anchor": "end" }, fmt(n, n % 1 ? 1 : 0)));
+	}
+	g.append(svg("text", { class: "axis-title", x: (pad.l + width - pad.r) / 2, y: H - 4, "text-anchor": "middle" }, "latency (bucket upper edge)"));
+	g.append(svg("text", { class: "axis-title", transform: `translate(14 ${(pad.t + H - pad.b) / 2}) rotate(-90)`, "text-anchor": "middle" }, "packets"));
+	for (const [us, n] of bars) {
+		const left = Math.max(pad.l, x(us / 2 ** (1 / 16))), right = x(us);
+		const bar = svg("rect", { class: "bar", x: left, y: y(n), width: Math.max(1, right - left - 0.5), height: H - pad.b - y(n) });
+		bar.append(svg("title", {}, `up to ${fmt(us, 1)} \u00b5s: ${int(n)} packets`));
+		g.append(bar);
+	}
+	wrap.replaceChildren(el("div", { class: "hist-title", text: `${c.name}: packets by rx-to-tx latency` }), g);
+}
 
 function updateHists(s) {
 	const box = $("#hists");
+	const width = Math.max(360, Math.floor(box.clientWidth / 2) - 12);
+	const seen = new Set();
 	for (const c of s.chains) {
-		const xs = c.hist.map((b) => b[0]);
-		const ys = c.hist.map((b) => b[1]);
-		const data = xs.length ? [xs, ys] : [[1], [0]];
-		let h = histCharts[c.name];
-		if (!h) {
-			const wrap = el("div", { class: "hist", "data-chain": c.name });
-			box.append(wrap);
-			h = histCharts[c.name] = new uPlot({
-				title: `${c.name}: packets by rx-to-tx latency`,
-				width: Math.max(360, Math.floor(box.clientWidth / 2) - 12), height: 200,
-				scales: { x: { time: false, distr: 3 }, y: { range: (u, lo, hi) => [0, Math.max(1, hi)] } },
-				axes: [{ label: "latency (\u00b5s, bucket upper edge)" }, { label: "packets", values: (u, v) => v.map((x) => fmt(x)) }],
-				series: [{ label: "\u00b5s" }, { label: "packets", stroke: "#d07a2a", fill: "rgba(208,122,42,0.35)", paths: uPlot.paths.bars({ size: [0.9, 12] }) }],
-				legend: { live: false },
-			}, data, wrap);
-		} else {
-			h.setData(data);
-		}
+		seen.add(c.name);
+		let wrap = box.querySelector(`.hist[data-chain="${CSS.escape(c.name)}"]`);
+		if (!wrap) box.append(wrap = el("div", { class: "hist", "data-chain": c.name }));
+		drawHist(wrap, c, width);
 	}
+	for (const w of box.querySelectorAll(".hist")) if (!seen.has(w.dataset.chain)) w.remove();
 }
 
 // ------------------------------------------------------------------ tables
@@ -307,13 +367,34 @@ function render(s) {
 
 $("#drops-all").addEventListener("change", () => last && renderTables(last));
 
+// The stream closes while the page is hidden and opens again when it shows.
+let stream = null;
+
 function connect() {
-	const es = new EventSource("/api/stream");
-	es.addEventListener("summary", (e) => render(JSON.parse(e.data)));
-	es.onerror = () => {
+	if (stream) return;
+	stream = new EventSource("/api/stream");
+	stream.addEventListener("summary", (e) => render(JSON.parse(e.data)));
+	stream.onerror = () => {
 		const badge = $("#status");
 		badge.className = "badge down";
 		badge.textContent = "no exporter";
 	};
 }
-connect();
+
+async function snapshot() {
+	render(await (await fetch("/api/summary")).json());
+	$("#manager").textContent += `, snapshot at ${new Date().toLocaleTimeString("en-GB")}`;
+}
+
+if (SNAPSHOT) {
+	snapshot();
+} else {
+	document.addEventListener("visibilitychange", () => {
+		if (!document.hidden) connect();
+		else if (stream) {
+			stream.close();
+			stream = null;
+		}
+	});
+	connect();
+}
