@@ -584,6 +584,7 @@ enum {
 	MGR_CORE_YIELD_ROUNDS,
 	MGR_RX_BACKPRESSURE,
 	MGR_NICE,
+	MGR_CONTROL_RT,
 	MGR_N_KEYS
 };
 static int get_word(struct ctx *c, const yaml_node_t *node, const char *base, const char *key,
@@ -614,6 +615,7 @@ static const char *const mgr_keys[MGR_N_KEYS] = {
 	"core_yield_rounds",
 	"rx_backpressure",
 	"nice",
+	"control_realtime",
 };
 
 /* nf_user: a user name or a numeric uid, resolved now so that a typo is a
@@ -756,6 +758,13 @@ parse_manager(struct ctx *c, const yaml_node_t *node)
 		ret = get_word(c, v[MGR_RX_BACKPRESSURE], b, "rx_backpressure", bool_words,
 			       RTE_DIM(bool_words), &w);
 		cfg->rx_backpressure = w == 1;
+	}
+	if (ret == 0 && v[MGR_CONTROL_RT] != NULL) {
+		uint32_t w = 1;
+
+		ret = get_word(c, v[MGR_CONTROL_RT], b, "control_realtime", bool_words,
+			       RTE_DIM(bool_words), &w);
+		cfg->control_realtime = w == 1;
 	}
 	if (ret == 0)
 		ret = get_i32(c, v[MGR_NICE], b, "nice", -20, 19, &cfg->mgr_nice);
@@ -1210,7 +1219,8 @@ parse_service(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_c
 	if (ret == 0)
 		ret = parse_wake(c, v[SVC_WAKE], b, &svc->wake);
 	if (ret == 0)
-		ret = get_u32(c, v[SVC_PRIORITY], b, "priority", 0, 99, &svc->priority);
+		ret = get_u32(c, v[SVC_PRIORITY], b, "priority", 0, SQ_NF_PRIORITY_MAX,
+			      &svc->priority);
 	if (ret == 0)
 		ret = get_i32(c, v[SVC_NICE], b, "nice", -20, 19, &svc->nice);
 	if (ret == 0)
@@ -1417,7 +1427,8 @@ parse_rule(struct ctx *c, const yaml_node_t *node, const char *b, struct sq_cfg_
 		ret = get_word(c, v[RULE_ASSIGN], b, "assign", assign_words, RTE_DIM(assign_words),
 			       &rule->assign);
 	if (ret == 0)
-		ret = get_u32(c, v[RULE_NF_PRIO], b, "nf_priority", 0, 99, &rule->nf_priority);
+		ret = get_u32(c, v[RULE_NF_PRIO], b, "nf_priority", 0, SQ_NF_PRIORITY_MAX,
+			      &rule->nf_priority);
 	rule->in_port = (int16_t)in_port;
 	rule->chain = (uint16_t)chain;
 	rule->out_port = (uint16_t)out_port;
@@ -1828,6 +1839,7 @@ set_defaults(struct sq_config *cfg)
 	cfg->idle_sleep_max_us = 1000;
 	cfg->idle_after_us = 100;
 	cfg->core_yield_rounds = 1;
+	cfg->control_realtime = true;
 	cfg->mgr_nice = 0;
 	strcpy(cfg->nf_user, "squall-nf");
 }

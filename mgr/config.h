@@ -21,6 +21,9 @@
 #define SQ_CFG_ERR_LEN     1024
 #define SQ_MAX_DEVARGS_ALT 4
 #define SQ_MAX_ATTACH_UIDS 16
+/* The highest SCHED_RR priority an NF may have: the manager's control
+ * threads run one above it (ctlprio.h), so no NF can starve them. */
+#define SQ_NF_PRIORITY_MAX 98
 
 struct sq_cfg_port {
 	char name[SQ_CFG_NAME_LEN];
@@ -87,7 +90,7 @@ struct sq_cfg_service {
 	uint32_t pool_queue_pkts;    /* fallback queue: new flows' packets that may wait */
 	uint32_t pool_order;         /* enum sq_pool_order; default fifo */
 	uint32_t pool_backlog_max;   /* new flows wait while more NFs wait to run; 0: no limit */
-	uint32_t priority;           /* SCHED_RR priority 1..99; 0 = the normal scheduler */
+	uint32_t priority;           /* SCHED_RR 1..SQ_NF_PRIORITY_MAX; 0 = the normal scheduler */
 	int32_t nice;                /* for the normal scheduler, -20..19 */
 	uint32_t sched_batch;        /* enum sq_sched_batch; default auto */
 	uint32_t max_instances;      /* NF slots reserved: instances may grow to it while running */
@@ -260,6 +263,7 @@ struct sq_config {
 	/* rx does not read a port while a first hop its rules feed has no room
 	 * for a burst: the port's descriptors hold them (rx.c); default off */
 	bool rx_backpressure;
+	bool control_realtime; /* the control threads at SCHED_FIFO (ctlprio.h) */
 	/* the nice of the manager's lcores (main.c), added to that of the NFs
 	 * on its core (nfs.c): negative, above the other tasks of its
 	 * scheduling group there, whose kernel work (the ports' transmits) it

@@ -199,6 +199,7 @@ emit_manager(struct out *o, const struct sq_config *cfg)
 	kv(o, "idle_after_load", cfg->idle_after_load ? "true" : "false");
 	kv_u64(o, "core_yield_rounds", cfg->core_yield_rounds);
 	kv(o, "rx_backpressure", cfg->rx_backpressure ? "true" : "false");
+	kv(o, "control_realtime", cfg->control_realtime ? "true" : "false");
 	kv_i64(o, "nice", cfg->mgr_nice);
 	kv_u64(o, "max_nfs", cfg->max_nfs);
 	kv(o, "nf_user", cfg->nf_user);

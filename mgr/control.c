@@ -102,6 +102,21 @@ mgr_control_lock(void)
 }
 
 bool
+mgr_control_lock_within(uint32_t ms)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += ms / 1000;
+	until.tv_nsec += (long)(ms % 1000) * 1000000;
+	if (until.tv_nsec >= 1000000000) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000;
+	}
+	return pthread_mutex_timedlock(&ctl.lock, &until) == 0;
+}
+
+bool
 mgr_control_trylock(void)
 {
 	return pthread_mutex_trylock(&ctl.lock) == 0;
@@ -243,6 +258,7 @@ plan_manager(struct plan *p, const struct sq_config *cur, const struct sq_config
 	FIXED(flow_half_open_timeout_ms);
 	FIXED(flow_unestablished_per_source);
 	FIXED(n_attach_uids);
+	FIXED(control_realtime);
 	if (memcmp(cur->attach_uids, n->attach_uids, sizeof(cur->attach_uids)) != 0)
 		return refuse(p, n->path, 1, "manager.attach_users", "cannot change while running");
 #undef FIXED
@@ -1785,6 +1801,17 @@ static const struct {
 int
 mgr_control_init(struct mgr *mgr, const char *nf_path)
 {
+	pthread_mutexattr_t attr;
+
+	/* Priority inheritance: a telemetry thread (SCHED_FIFO, ctlprio.h)
+	 * that waits for the lock lends its priority to the holder, the main
+	 * lcore most often, which an NF spinning on its core at SCHED_RR would
+	 * otherwise keep from releasing it for most of a second. */
+	pthread_mutexattr_init(&attr);
+	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+	if (pthread_mutexattr_setprotocol(&attr, PTHREAD_PRIO_INHERIT) == 0)
+		pthread_mutex_init(&ctl.lock, &attr);
+	pthread_mutexattr_destroy(&attr);
 	ctl.mgr = mgr;
 	snprintf(ctl.nf_path, sizeof(ctl.nf_path), "%s", nf_path != NULL ? nf_path : "");
 	if (rte_telemetry_register_cmd("/squall/apply", cmd_apply,

@@ -5,6 +5,7 @@
 #define SQUALL_MGR_CONTROL_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stddef.h>
 
 struct mgr;
@@ -48,5 +49,7 @@ void mgr_control_lock(void);
 void mgr_control_unlock(void);
 /* The main lcore's: it must never wait for the control thread. */
 bool mgr_control_trylock(void);
+/* A reader's that must answer: waits at most @p ms. @return held. */
+bool mgr_control_lock_within(uint32_t ms);
 
 #endif /* SQUALL_MGR_CONTROL_H */

@@ -23,6 +23,7 @@
 #include "attach.h"
 #include "capture.h"
 #include "control.h"
+#include "ctlprio.h"
 #include "idle.h"
 #include "mgr.h"
 #include "sandbox.h"
@@ -190,6 +191,22 @@ user_gave(const struct options *o, const char *flag)
 		if (strncmp(o->eal_argv[i], flag, strlen(flag)) == 0)
 			return true;
 	return false;
+}
+
+/* The threads that answer commands above every NF (ctlprio.h): DPDK's
+ * telemetry listener exists now; its connections' threads inherit. */
+static void
+raise_control(const struct sq_config *cfg)
+{
+	int ret = mgr_ctlprio_raise_all(cfg->control_realtime);
+
+	if (ret < 0 && cfg->control_realtime)
+		MGR_LOG(WARNING,
+			"telemetry and control threads not at SCHED_FIFO %d (%s): an NF that "
+			"spins at SCHED_RR can starve them\n",
+			MGR_CTL_PRIORITY, strerror(-ret));
+	else if (ret == 0)
+		MGR_LOG(WARNING, "no telemetry thread found to raise\n");
 }
 
 /* DPDK's own arguments: our defaults, then the user's, which win. */
@@ -562,6 +579,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "squall-mgr: DPDK EAL init failed: %s\n", rte_strerror(rte_errno));
 		return EXIT_FAILED;
 	}
+	raise_control(&cfg);
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	signal(SIGPIPE, SIG_IGN);

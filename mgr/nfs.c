@@ -500,7 +500,8 @@ uint32_t
 mgr_nf_own_priority(const struct mgr *mgr, const struct mgr_nf *nf)
 {
 	if (mgr->cfg->chain_priority > 0)
-		return RTE_MIN(mgr->cfg->chain_priority + service_hop(mgr->cfg, nf->service), 99u);
+		return RTE_MIN(mgr->cfg->chain_priority + service_hop(mgr->cfg, nf->service),
+			       (uint32_t)SQ_NF_PRIORITY_MAX);
 	return mgr->cfg->services[nf->service].priority;
 }
 

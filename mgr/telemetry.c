@@ -336,26 +336,34 @@ cmd_drop_causes(const char *cmd, const char *params, struct rte_tel_data *d)
 	return 0;
 }
 
+/* How long a read command waits for an apply's control lock. */
+#define TEL_LOCK_WAIT_MS 1000
+
 /* The command @p fn, run only while the manager's state is whole, and under
  * the control lock: a config an apply replaces is freed under it, and the
- * commands read the config (names, chains, wake settings). */
-#define GUARDED(fn)                                                                          \
-	static int fn##_guarded(const char *cmd, const char *params, struct rte_tel_data *d) \
-	{                                                                                    \
-		int ret;                                                                     \
-                                                                                             \
-		pthread_rwlock_rdlock(&tel_lock);                                            \
-		if (tel_state == TEL_RUNNING) {                                              \
-			mgr_control_lock();                                                  \
-			ret = fn(cmd, params, d);                                            \
-			mgr_control_unlock();                                                \
-		} else {                                                                     \
-			ret = mgr_tel_error(d, tel_state == TEL_STARTING                     \
-						       ? "the manager is starting"           \
-						       : "the manager is stopping");         \
-		}                                                                            \
-		pthread_rwlock_unlock(&tel_lock);                                            \
-		return ret;                                                                  \
+ * commands read the config (names, chains, wake settings). An apply holds
+ * the lock while it waits on the data path's lcores, which a starved core
+ * can stretch to seconds: a read waits for it at most TEL_LOCK_WAIT_MS, then
+ * says so, rather than leave the operator (or a scrape) without an answer. */
+#define GUARDED(fn)                                                                           \
+	static int fn##_guarded(const char *cmd, const char *params, struct rte_tel_data *d)  \
+	{                                                                                     \
+		int ret;                                                                      \
+                                                                                              \
+		pthread_rwlock_rdlock(&tel_lock);                                             \
+		if (tel_state == TEL_RUNNING && !mgr_control_lock_within(TEL_LOCK_WAIT_MS)) { \
+			ret = mgr_tel_error(d, "busy: an apply is waiting on the data path; " \
+					       "try again");                                  \
+		} else if (tel_state == TEL_RUNNING) {                                        \
+			ret = fn(cmd, params, d);                                             \
+			mgr_control_unlock();                                                 \
+		} else {                                                                      \
+			ret = mgr_tel_error(d, tel_state == TEL_STARTING                      \
+						       ? "the manager is starting"            \
+						       : "the manager is stopping");          \
+		}                                                                             \
+		pthread_rwlock_unlock(&tel_lock);                                             \
+		return ret;                                                                   \
 	}
 GUARDED(cmd_stats)
 GUARDED(cmd_ports)

@@ -57,6 +57,9 @@ CASES = [
     Case("cpu-max-pct-negative", 16, "    cpu_max_pct: -5", r"cpu_max_pct"),
     Case("pids-max-word", 16, "    pids_max: lots", r"pids_max"),
     Case("half-open-zero", 5, "  flow_half_open_timeout_ms: 0", r"flow_half_open_timeout_ms"),
+    # 99 is the control threads' (SCHED_FIFO 99): no NF may rank with them
+    Case("nf-priority-99", 16, "    priority: 99", r"priority"),
+    Case("control-realtime-word", 5, "  control_realtime: maybe", r"control_realtime"),
     Case(
         "half-open-too-long",
         5,

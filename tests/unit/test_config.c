@@ -347,7 +347,7 @@ static const struct {
 	{"bad_wake_bounds", "7: services[0].wake.min_pkts: 10 is above max_pkts 4"},
 	{"bad_scale_high_wm", "7: services[0].scale.high_wm: 20 is not above low_wm 30 (its "
 			      "default): give low_wm below it"},
-	{"bad_priority", "7: services[0].priority: expected an integer from 0 to 99, got "
+	{"bad_priority", "7: services[0].priority: expected an integer from 0 to 98, got "
 			 "\"100\""},
 	{"bad_sched_batch", "7: services[0].sched_batch: expected \"auto\", \"true\" or "
 			    "\"false\", got \"yes\""},
