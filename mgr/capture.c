@@ -58,6 +58,7 @@
 
 #include "capfilter.h"
 #include "capture.h"
+#include "ctlprio.h"
 #include "lane.h"
 #include "mgr.h"
 #include "tel_reply.h"
@@ -754,6 +755,10 @@ writer_main(void *arg)
 	uint64_t run_max_tsc = rte_get_tsc_hz() / 1000000 * CAP_WRITER_RUN_US,
 		 run_tsc = rte_rdtsc();
 	const char *reason = NULL;
+
+	/* (started by a command, at its SCHED_FIFO: a writer that keeps up
+	 * with a full port must not take the NFs' core from them) */
+	mgr_ctlprio_normal_self();
 	char why[96];
 	int ret;
 

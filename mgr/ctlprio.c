@@ -36,6 +36,15 @@ mgr_ctlprio_self(bool realtime)
 	return raise_tid(gettid(), realtime);
 }
 
+void
+mgr_ctlprio_normal_self(void)
+{
+	struct sched_param sp = {.sched_priority = 0};
+
+	sched_setscheduler(gettid(), SCHED_OTHER, &sp);
+	setpriority(PRIO_PROCESS, (id_t)gettid(), 0);
+}
+
 static bool
 is_ctl_thread(const char *comm)
 {

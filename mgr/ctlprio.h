@@ -30,6 +30,12 @@
  * nice -20). @return 0 or -errno (then the thread is as it was). */
 int mgr_ctlprio_self(bool realtime);
 
+/* The calling thread back to the normal scheduler at nice 0: for a worker
+ * a command starts (a capture's writer), which would inherit the
+ * command's SCHED_FIFO and take a core from the NFs for as long as it
+ * works. */
+void mgr_ctlprio_normal_self(void);
+
 /* Raise every thread of this process whose name starts with one of
  * MGR_CTL_THREADS. @return how many were raised, or -errno of the first
  * that could not be (the rest are tried all the same). */
