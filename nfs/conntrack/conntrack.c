@@ -43,12 +43,13 @@ enum ct_counter {
 	C_TABLE_FULL,  /* dropped: new and allowed, but no room to commit it */
 	C_BAD_HDR,     /* dropped: truncated, bad IHL or length, fragment */
 	C_UNTRACKED,   /* passed: not IP (ARP...), IPv6 neighbour discovery, MLD */
+	C_EARLY_DROP,  /* unreplied entries a full table evicted for a new connection */
 	C_MAX,
 };
 
 static const char *const counter_names[C_MAX] = {
-	"committed",    "established",     "related",      "drop_invalid",
-	"drop_no_rule", "drop_table_full", "drop_bad_hdr", "untracked",
+	"committed",       "established",  "related",   "drop_invalid", "drop_no_rule",
+	"drop_table_full", "drop_bad_hdr", "untracked", "early_drop",
 };
 
 struct conntrack {
@@ -83,7 +84,9 @@ usage(FILE *f)
 		"Counters: committed, established, related, drop_invalid, drop_no_rule,\n"
 		"drop_table_full, drop_bad_hdr (truncated, bad IHL, fragments), untracked "
 		"(passed:\n"
-		"not IP, IPv6 neighbour discovery and MLD).\n"
+		"not IP, IPv6 neighbour discovery and MLD), early_drop (unreplied entries a\n"
+		"full table evicted to commit a new connection: only when none is near\n"
+		"its slot is it drop_table_full).\n"
 		"\n"
 		"  --rules FILE           security groups, one directive a line:\n"
 		"                           allow GROUP in|out [proto=P] [port=N[-M]]\n"
@@ -222,6 +225,7 @@ conntrack_one(struct conntrack *ct, struct rte_mbuf *pkt, uint64_t now_ms, uint6
 {
 	const struct sq_pkt_meta *m = sq_pkt_meta(pkt);
 	struct ct_result res;
+	uint64_t evicted;
 	struct ct_hdrs h;
 	struct ct_pkt p;
 	int ret;
@@ -254,7 +258,9 @@ conntrack_one(struct conntrack *ct, struct rte_mbuf *pkt, uint64_t now_ms, uint6
 		ctr[res.reopened ? C_COMMITTED : C_ESTABLISHED]++;
 		return SQ_NEXT;
 	}
+	evicted = ct->table.early_drops;
 	ret = ct_commit(&ct->table, &p, now_ms, &res);
+	ctr[C_EARLY_DROP] += ct->table.early_drops - evicted;
 	if (unlikely(ret == -ENOSPC)) {
 		ctr[C_TABLE_FULL]++;
 		return SQ_DROP;

@@ -34,8 +34,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/types.h>
 
 #include <rte_byteorder.h>
+#include <rte_cycles.h>
 #include <rte_jhash.h>
 
 enum ct_info {
@@ -166,10 +169,18 @@ struct ct_table {
 	struct ct_conn *slot;
 	uint32_t mask;     /* slots - 1 */
 	uint32_t n_used;   /* entries */
-	uint32_t max_used; /* 3/4 of the slots: beyond, commits fail */
+	uint32_t max_used; /* 3/4 of the slots: beyond, a commit makes room or fails */
 	uint32_t sweep_at; /* ct_sweep()'s cursor */
+	/* The hash's seed, random per table: with a seed known from the source,
+	 * tuples chosen to share a probe run would make every lookup walk it. */
+	uint32_t seed;
+	uint64_t early_drops; /* unreplied entries a full table's commits evicted */
 	uint64_t timeout_ms[CT_TO_MAX];
 };
+
+/* Slots from a new key's home a full table's commit looks through for an
+ * entry to evict (ct_early_drop). */
+#define CT_EARLY_DROP_SCAN 16
 
 /** The outcome of ct_track(). */
 struct ct_result {
@@ -183,6 +194,18 @@ struct ct_result {
 
 /* ------------------------------------------------------------------ table */
 
+/* A seed no packet sender can know: the kernel's random bytes (the TSC
+ * should getrandom fail, which it does not for 4 bytes once booted). */
+static inline uint32_t
+ct_random_seed(void)
+{
+	uint32_t s;
+
+	if (getrandom(&s, sizeof(s), 0) != (ssize_t)sizeof(s))
+		s = (uint32_t)rte_rdtsc();
+	return s;
+}
+
 /** @return 0, or -EINVAL (@p slots not a power of 2 >= 4), -ENOMEM. */
 static inline int
 ct_table_init(struct ct_table *t, uint32_t slots)
@@ -195,6 +218,7 @@ ct_table_init(struct ct_table *t, uint32_t slots)
 		return -ENOMEM;
 	t->mask = slots - 1;
 	t->max_used = slots / 4 * 3;
+	t->seed = ct_random_seed();
 	memcpy(t->timeout_ms, ct_default_timeout_ms, sizeof(t->timeout_ms));
 	return 0;
 }
@@ -249,12 +273,20 @@ ct_table_clear(struct ct_table *t)
  * would break strict aliasing (at -O3 the hash of a key just written field
  * by field read stale values, and replies were not found). */
 static inline uint32_t
-ct_key_hash(const struct ct_key *k)
+ct_key_hash_seeded(const struct ct_key *k, uint32_t seed)
 {
 	uint32_t w[sizeof(*k) / 4];
 
 	memcpy(w, k, sizeof(w));
-	return rte_jhash_32b(w, sizeof(w) / 4, 0x5157a11);
+	return rte_jhash_32b(w, sizeof(w) / 4, seed);
+}
+
+/* A hash the same in every process and run (the load balancer's pick of a
+ * backend): never a table's, whose seed is random (ct_table, nat). */
+static inline uint32_t
+ct_key_hash(const struct ct_key *k)
+{
+	return ct_key_hash_seeded(k, 0x5157a11);
 }
 
 static inline void
@@ -327,13 +359,13 @@ ct_find(struct ct_table *t, const struct ct_key *k, uint64_t now_ms, int *dir)
 	struct ct_key r;
 	int64_t i;
 
-	i = ct_lookup_key(t, k, ct_key_hash(k), now_ms);
+	i = ct_lookup_key(t, k, ct_key_hash_seeded(k, t->seed), now_ms);
 	if (i >= 0) {
 		*dir = CT_ORIG;
 		return &t->slot[i];
 	}
 	ct_key_reverse(k, &r);
-	i = ct_lookup_key(t, &r, ct_key_hash(&r), now_ms);
+	i = ct_lookup_key(t, &r, ct_key_hash_seeded(&r, t->seed), now_ms);
 	if (i >= 0) {
 		*dir = CT_REPLY;
 		return &t->slot[i];
@@ -629,11 +661,44 @@ ct_track(struct ct_table *t, const struct ct_pkt *p, uint64_t now_ms, struct ct_
 	return res->info;
 }
 
+/* A full table makes room for a new connection as netfilter's early drop
+ * does: among the entries in the CT_EARLY_DROP_SCAN slots from the new
+ * key's home (3/4 full: a dozen), an
+ * expired entry, else the unreplied one (no packet seen back: a half-open
+ * TCP connection, a UDP flow no one answered) closest to its end. An
+ * established connection is never evicted, so a flood of new tuples cannot
+ * push out the connections that were answered. @return room was made. */
+static inline bool
+ct_early_drop(struct ct_table *t, uint32_t hash, uint64_t now_ms)
+{
+	uint32_t i = hash & t->mask, victim = UINT32_MAX;
+
+	for (uint32_t n = 0; n < CT_EARLY_DROP_SCAN; n++, i = (i + 1) & t->mask) {
+		const struct ct_conn *c = &t->slot[i];
+
+		if (!c->used)
+			continue;
+		if (ct_is_expired(c, now_ms)) {
+			victim = i;
+			break;
+		}
+		if (!c->seen_reply &&
+		    (victim == UINT32_MAX || c->expires_ms < t->slot[victim].expires_ms))
+			victim = i;
+	}
+	if (victim == UINT32_MAX)
+		return false;
+	ct_slot_delete(t, victim);
+	t->early_drops++;
+	return true;
+}
+
 /**
  * Create the connection of a CT_NEW packet that ct_track() found untracked.
  * @return 0 with res->conn set, -EEXIST if it is tracked already (res->conn
  *   set), -EINVAL if @p p cannot open a connection, -ENOSPC if the table is
- *   full.
+ *   full and no unreplied entry near the new one's slot could go
+ *   (ct_early_drop).
  */
 static inline int
 ct_commit(struct ct_table *t, const struct ct_pkt *p, uint64_t now_ms, struct ct_result *res)
@@ -650,9 +715,9 @@ ct_commit(struct ct_table *t, const struct ct_pkt *p, uint64_t now_ms, struct ct
 	}
 	if (!ct_can_open(p))
 		return -EINVAL;
-	if (t->n_used >= t->max_used)
+	hash = ct_key_hash_seeded(&p->key, t->seed);
+	if (t->n_used >= t->max_used && !ct_early_drop(t, hash, now_ms))
 		return -ENOSPC;
-	hash = ct_key_hash(&p->key);
 	i = hash & t->mask;
 	while (t->slot[i].used)
 		i = (i + 1) & t->mask;

@@ -62,6 +62,7 @@ struct nat_dnat {
 struct nat {
 	struct nat_entry *slot;
 	uint32_t mask, n_used, max_used, sweep_at;
+	uint32_t seed; /* the table's hash seed, random (ct_random_seed) */
 	bool has_snat;
 	struct nat_snat snat;
 	struct nat_dnat dnat[NAT_MAX_DNAT];
@@ -99,6 +100,7 @@ nat_init(struct nat *n, uint32_t slots)
 	n->mask = slots - 1;
 	n->max_used = slots / 4 * 3;
 	n->n_used = n->sweep_at = 0;
+	n->seed = ct_random_seed();
 	if (n->has_snat) {
 		range = (uint32_t)n->snat.port_hi - n->snat.port_lo + 1;
 		for (i = 0; i < 3; i++) {
@@ -196,7 +198,7 @@ nat_conn_delete(struct nat *n, uint32_t i)
 
 	nat_slot_delete(n, i);
 	ct_key_reverse(&e.xlat, &partner);
-	j = nat_slot_find(n, &partner, ct_key_hash(&partner));
+	j = nat_slot_find(n, &partner, ct_key_hash_seeded(&partner, n->seed));
 	if (j >= 0)
 		nat_slot_delete(n, (uint32_t)j);
 	if (e.snat) {
@@ -217,7 +219,7 @@ nat_conn_delete(struct nat *n, uint32_t i)
 static inline int64_t
 nat_lookup(struct nat *n, const struct ct_key *k, uint64_t now_ms)
 {
-	int64_t i = nat_slot_find(n, k, ct_key_hash(k));
+	int64_t i = nat_slot_find(n, k, ct_key_hash_seeded(k, n->seed));
 
 	if (i >= 0 && now_ms >= n->slot[i].expires_ms) {
 		nat_conn_delete(n, (uint32_t)i);
@@ -312,7 +314,7 @@ nat_touch(struct nat *n, uint32_t i, const struct ct_pkt *p, uint64_t now_ms)
 		e->closing = 1;
 	e->expires_ms = now_ms + nat_timeout_ms(e);
 	ct_key_reverse(&e->xlat, &partner);
-	j = nat_slot_find(n, &partner, ct_key_hash(&partner));
+	j = nat_slot_find(n, &partner, ct_key_hash_seeded(&partner, n->seed));
 	if (j >= 0) {
 		n->slot[j].closing |= e->closing;
 		n->slot[j].expires_ms = e->expires_ms;
@@ -323,7 +325,7 @@ static inline int
 nat_insert(struct nat *n, const struct ct_key *key, const struct ct_key *xlat, uint8_t dir,
 	   bool snat, uint16_t in_port, uint64_t now_ms)
 {
-	uint32_t hash = ct_key_hash(key), i = hash & n->mask;
+	uint32_t hash = ct_key_hash_seeded(key, n->seed), i = hash & n->mask;
 	struct nat_entry *e;
 
 	while (n->slot[i].used)

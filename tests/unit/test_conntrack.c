@@ -407,9 +407,11 @@ test_table(void)
 	for (i = 0; i < 48; i++) {
 		p.key.sport = (uint16_t)i;
 		CHECK(ct_commit(&t, &p, i < 24 ? 10 : 1000, &res) == 0);
+		res.conn->seen_reply = 1; /* (answered: never evicted) */
 	}
 	p.key.sport = 48;
 	CHECK(ct_commit(&t, &p, 10, &res) == -ENOSPC); /* 3/4 of 64 */
+	CHECK(t.early_drops == 0);
 	/* The first 24 expire at 30010; sweeping deletes them and only them,
 	 * shifting the others back so every one is still found. */
 	n = 0;
@@ -426,6 +428,49 @@ test_table(void)
 	ct_table_clear(&t);
 	CHECK(t.n_used == 0 && ct_find(&t, &p.key, 30010, &d) == NULL);
 	ct_table_free(&t);
+}
+
+/* A full table of unreplied entries (a flood of new tuples) still takes a
+ * new connection: an unreplied entry near its slot goes, answered ones
+ * stay; a table of answered ones refuses. And each table hashes with a
+ * seed of its own. */
+static void
+test_early_drop(void)
+{
+	struct ct_table t, u;
+	struct ct_pkt p;
+	struct ct_result res;
+	unsigned int i, answered = 0;
+	int d;
+
+	CHECK(ct_table_init(&t, 64) == 0 && ct_table_init(&u, 64) == 0);
+	CHECK(t.seed != u.seed); /* (two random 32-bit seeds: equal once in 2^32) */
+	memset(&p, 0, sizeof(p));
+	p.key = key4(CLIENT, SERVER, IPPROTO_UDP, 0, 53, 0);
+	CHECK(ct_key_hash_seeded(&p.key, t.seed) != ct_key_hash_seeded(&p.key, u.seed));
+	for (i = 0; i < 48; i++) {
+		p.key.sport = (uint16_t)(1000 + i);
+		CHECK(ct_commit(&t, &p, 10 + i, &res) == 0);
+		if (i % 4 == 0)
+			res.conn->seen_reply = 1;
+	}
+	for (i = 0; i < 24; i++) {
+		p.key.sport = (uint16_t)(5000 + i);
+		CHECK(ct_commit(&t, &p, 100, &res) == 0);
+	}
+	CHECK(t.early_drops == 24 && t.n_used == 48);
+	for (i = 0; i < 48; i += 4) {
+		p.key.sport = (uint16_t)(1000 + i);
+		answered += ct_find(&t, &p.key, 100, &d) != NULL;
+	}
+	CHECK(answered == 12);
+	/* all answered: nothing to evict */
+	for (i = 0; i <= t.mask; i++)
+		t.slot[i].seen_reply = 1;
+	p.key.sport = 9999;
+	CHECK(ct_commit(&t, &p, 100, &res) == -ENOSPC && t.early_drops == 24);
+	ct_table_free(&t);
+	ct_table_free(&u);
 }
 
 /* Frames for the parser. */
@@ -663,6 +708,7 @@ main(void)
 	test_udp_icmp();
 	test_zones();
 	test_table();
+	test_early_drop();
 	test_parse();
 	test_parse_pkt();
 	test_sg();
