@@ -727,14 +727,17 @@ drop_alias(struct director *d, struct flow *f)
 
 /* The flow of @p k, by its own key or its second, and @p from_lo made the
  * packet's side in the flow's own key. Rekeys queued before the packet
- * came are taken first: a reply never outruns its flow's second key. */
+ * came are taken first: a reply never outruns its flow's second key. A
+ * TCP SYN (@p syn) opens a connection of its own: it never matches a second
+ * key, or an NF that rekeyed a flow to a tuple a client will use next
+ * (guessing its next source port) would be handed that connection. */
 static int
-lookup_flow(struct director *d, const struct flow_key *k, uint32_t hash, bool *from_lo)
+lookup_flow(struct director *d, const struct flow_key *k, uint32_t hash, bool syn, bool *from_lo)
 {
 	int pos = rte_hash_lookup_with_hash(d->table, k, hash);
 
-	if (pos >= 0)
-		return pos;
+	if (pos >= 0 || syn)
+		return pos >= 0 ? pos : -ENOENT;
 	if (!rte_ring_empty(d->rekeys))
 		take_rekeys(d);
 	if (d->n_aliases == 0 || (pos = rte_hash_lookup(d->aliases, k)) < 0)
@@ -1170,15 +1173,17 @@ needs_nf(const struct director *d, const struct sq_cfg_rule *rule, const struct 
 {
 	struct flow_key k;
 	uint8_t flags;
-	bool from_lo;
+	bool from_lo, syn;
 
 	if (!flow_key_of(pkt, rule->chain, &k, &flags, &from_lo))
 		return false;
+	syn = k.proto == IPPROTO_TCP &&
+	      (flags & (RTE_TCP_SYN_FLAG | RTE_TCP_ACK_FLAG)) == RTE_TCP_SYN_FLAG;
+	/* (a SYN matches no second key: lookup_flow) */
 	if (rte_hash_lookup(d->table, &k) >= 0 ||
-	    (d->n_aliases > 0 && rte_hash_lookup(d->aliases, &k) >= 0))
+	    (!syn && d->n_aliases > 0 && rte_hash_lookup(d->aliases, &k) >= 0))
 		return false;
-	return k.proto != IPPROTO_TCP ||
-	       (flags & (RTE_TCP_SYN_FLAG | RTE_TCP_ACK_FLAG)) == RTE_TCP_SYN_FLAG;
+	return k.proto != IPPROTO_TCP || syn;
 }
 
 /* Waiting packets go on, oldest first, steered as if they arrived now
@@ -1351,7 +1356,7 @@ steer_not_a_flow(struct mgr *mgr, struct director *d, struct role_ctx *role,
 	case 1: break;
 	default: mgr_drop(&role->stats, SQ_DROP_ICMP_NO_FLOW, pkt); return NULL;
 	}
-	pos = lookup_flow(d, &k, rte_hash_hash(d->table, &k), &from_lo);
+	pos = lookup_flow(d, &k, rte_hash_hash(d->table, &k), false, &from_lo);
 	f = pos >= 0 ? &d->flows[pos] : NULL;
 	if (f == NULL || (f->state != FLOW_OPEN && f->state != FLOW_LINGER) || f->handed_off ||
 	    !atomic_load_explicit(&mgr->nfs[nf_of(f, 0)].live, memory_order_relaxed)) {
@@ -1377,7 +1382,7 @@ mgr_director_steer(struct mgr *mgr, struct role_ctx *role, const struct sq_cfg_r
 	struct flow *f;
 	uint32_t hash;
 	uint16_t empty = 0, bucket;
-	bool half_open;
+	bool half_open, syn;
 	int pos, cause;
 
 	uint64_t t0 = rte_rdtsc();
@@ -1385,11 +1390,12 @@ mgr_director_steer(struct mgr *mgr, struct role_ctx *role, const struct sq_cfg_r
 	if (!flow_key_of(pkt, rule->chain, &k, &flags, &from_lo))
 		return steer_not_a_flow(mgr, d, role, rule, pkt, service);
 	hash = rte_hash_hash(d->table, &k);
-	pos = lookup_flow(d, &k, hash, &from_lo);
+	syn = k.proto == IPPROTO_TCP &&
+	      (flags & (RTE_TCP_SYN_FLAG | RTE_TCP_ACK_FLAG)) == RTE_TCP_SYN_FLAG;
+	pos = lookup_flow(d, &k, hash, syn, &from_lo);
 	if (pos >= 0) {
 		f = &d->flows[pos];
 	} else {
-		bool syn = (flags & (RTE_TCP_SYN_FLAG | RTE_TCP_ACK_FLAG)) == RTE_TCP_SYN_FLAG;
 
 		/* (a pinned rss flow takes any first packet: a connection
 		 * older than its entry keeps going) */

@@ -46,8 +46,12 @@ sq_to(uint16_t service)
  * leaves with as well, so that replies to the translated tuple reach the
  * same per-flow NFs (`assign: per-flow`; a no-op for shared ones, whose
  * instance rss picks). The manager reads the tuple as it takes the packet
- * back; one per flow, the first kept. The packet goes through the manager
- * (not a direct chain's hand-over), so it is known before it leaves.
+ * back; one per flow, the first kept, and never one that is already a
+ * flow's (an NF cannot take another flow's packets). A TCP SYN never
+ * matches a second key: it opens a connection of its own, so an NF cannot
+ * claim a connection before the client opens it. The packet goes through
+ * the manager (not a direct chain's hand-over), so it is known before it
+ * leaves.
  */
 static inline sq_verdict_t
 sq_rekeyed(sq_verdict_t v)

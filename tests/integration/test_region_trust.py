@@ -286,3 +286,51 @@ def test_an_nf_cannot_claim_another_flows_tuple(mgr: Manager) -> None:
     st = mgr.stats()
     assert st["tx_pkts"] == sent and st["drop_pkts"] == 0, st["drops"]
     mgr.finish()
+
+
+def test_an_nf_cannot_claim_a_connection_before_it_opens(mgr: Manager) -> None:
+    """A per-flow NF that rekeys its flow to the tuple the client's next
+    connection will use (the source port one up) must not be handed that
+    connection: a SYN opens a flow of its own and never matches a second
+    key (mgr/director.c lookup_flow)."""
+    cfg = mgr.config(
+        ports=[
+            {"name": "gen", "devargs": "net_null0,no-rx=1"},
+            {"name": "out", "devargs": "net_null1,no-rx=1"},
+        ],
+        services=[
+            {"name": "s", "exec": str(HOSTILE), "args": ["--try", "claimnext"], "instances": 4}
+        ],
+        chains=[{"name": "c", "services": ["s"]}],
+        rules=[{"in_port": "gen", "chain": "c", "out_port": "out", "assign": "per-flow"}],
+        flow_linger_ms=0,  # (a closed connection's NF back in the pool at once)
+    )
+    # two connections at a time, the second half a connection behind: SYN,
+    # 7 data segments, FIN, FIN back; the next connection's client port is
+    # this one's plus one, and it opens while this one is still open
+    cfg["generator"] = {
+        "port": "gen",
+        "rate_pps": 0,
+        "flows": 2,
+        "tcp_flow_pkts": 10,
+        "tcp_start": "staggered",
+    }
+    mgr.start(cfg)
+    mgr.query("/squall/gen_rate,2000")
+    sent = mgr.gen_send(200)
+    mgr.wait_accounted(sent)
+    gen = mgr.query("/squall/gen")
+    flows = mgr.query("/squall/flows")
+    # every connection its own flow: no SYN was steered by another's claim
+    drops = mgr.stats()["drops"]
+    # every connection's SYN opened a flow of its own, or found the pool
+    # empty (an NF not back yet from the last flow): none was steered by a
+    # claim into another's
+    assert flows["flows_created"] + drops["pool_empty"] == gen["conns_started"], (
+        flows,
+        gen,
+        drops,
+    )
+    assert flows["flows_created"] >= gen["conns_started"] // 2, (flows, gen, drops)
+    assert flows["flows_rekeyed"] >= 1, flows
+    mgr.finish()

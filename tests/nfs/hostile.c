@@ -6,7 +6,7 @@
  * the sandbox's filter forbids ends the process (SIGSYS) instead.
  *
  *   squall-nf-hostile --try socket|fork|ptrace|kill|setuid|mount|alloc|pool|
- *                           region|peek|poke|snoop|ctl|ring|spin|threads|rekey|
+ *                           region|peek|poke|snoop|ctl|ring|spin|threads|rekey|claimnext|
  *                           fds|tiocsti|accept|procmem|mgrpid|extbuf|indirect|shmalloc|hugealloc|
  *                           decoy|truncate|outport
  *                     [--marker HEX]
@@ -58,6 +58,11 @@
  * bit flipped: flow 2k <-> 2k+1) and returns it sq_rekeyed(), claiming that
  * flow's tuple as its own flow's second key (the manager must refuse a tuple
  * that is already a flow's key).
+ *
+ * claimnext goes on for every packet too: it moves a TCP packet's source
+ * port one up (the port the generator's next connection uses) and returns
+ * it sq_rekeyed(), claiming a connection that does not exist yet (the
+ * manager must not give that connection's SYN to this NF's flow).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -618,6 +623,21 @@ claim_neighbour(struct rte_mbuf *m)
 	sq_pkt_set_verdict(m, sq_rekeyed(SQ_NEXT));
 }
 
+/* claimnext: the source port one up, the next generator connection's. */
+static void
+claim_next(struct rte_mbuf *m)
+{
+	struct rte_ether_hdr *eth = rte_pktmbuf_mtod(m, struct rte_ether_hdr *);
+	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(eth + 1);
+	rte_be16_t *sport = (rte_be16_t *)((uint8_t *)ip + rte_ipv4_hdr_len(ip));
+
+	if (eth->ether_type != rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4) ||
+	    ip->next_proto_id != IPPROTO_TCP)
+		return;
+	*sport = rte_cpu_to_be_16((uint16_t)(rte_be_to_cpu_16(*sport) + 1));
+	sq_pkt_set_verdict(m, sq_rekeyed(SQ_NEXT));
+}
+
 /* decoy, truncate, outport: every packet, said once. */
 static bool
 rewrite_all(struct sq_nf *nf, struct rte_mbuf **pkts, uint16_t n)
@@ -667,6 +687,11 @@ burst(struct rte_mbuf **pkts, uint16_t n, void *arg)
 				claim_neighbour(pkts[i]);
 		return;
 	}
+	if (what != NULL && strcmp(what, "claimnext") == 0) {
+		for (uint16_t i = 0; i < n; i++)
+			claim_next(pkts[i]);
+		return;
+	}
 	if (!tried && n > 0 && now_ms() - start_ms >= after_ms) {
 		tried = true;
 		try_once(arg, pkts[0]);
@@ -702,7 +727,7 @@ main(int argc, char **argv)
 	if (what == NULL) {
 		fprintf(stderr, NF_NAME
 			": --try socket|fork|ptrace|kill|setuid|mount|alloc|pool|"
-			"region|peek|poke|snoop|ctl|ring|spin|threads|rekey|"
+			"region|peek|poke|snoop|ctl|ring|spin|threads|rekey|claimnext|"
 			"fds|tiocsti|accept|procmem|mgrpid|extbuf|indirect|shmalloc|hugealloc|"
 			"decoy|truncate|outport "
 			"[--marker HEX]\n");
