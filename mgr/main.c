@@ -514,8 +514,17 @@ shutdown_mgr(struct mgr *mgr, const struct options *o, bool rx_elsewhere)
 	 * answer an error instead. */
 	mgr_telemetry_stop(mgr);
 	mgr_ports_close(mgr);
-	/* 22.11's af_xdp does not give back its fill ring at close: allow what
-	 * the ports took before any traffic, and no more. */
+	/* Every mbuf home, each once (poolaudit.h): then the counts are the
+	 * audit's. 22.11's af_xdp does not give back its fill ring at close:
+	 * allow what the ports took before any traffic, and no more. */
+	if (mgr->pool != NULL && mgr_pool_audit(mgr->pool, &mgr->pool_audit) == 0) {
+		mgr->pool_audited = true;
+		if (mgr->pool_audit.doubled != 0) {
+			MGR_LOG(ERR, "%u mbufs freed twice: as many others are lost\n",
+				mgr->pool_audit.doubled);
+			status = EXIT_FAILED;
+		}
+	}
 	leaked = mgr_mbufs_in_use(mgr);
 	if (leaked > mgr->mbufs_port_reserved) {
 		MGR_LOG(ERR, "%u mbufs not back in the pool at exit\n",

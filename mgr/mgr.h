@@ -23,6 +23,7 @@
 #include "drop.h"
 #include "latency.h"
 #include "nflog.h"
+#include "poolaudit.h"
 #include "ready.h"
 #include "uids.h"
 
@@ -383,6 +384,9 @@ struct mgr {
 	/* mbufs the ports keep for themselves (af_xdp's fill ring), measured
 	 * after they start and before any traffic; never returned by 22.11's af_xdp. */
 	unsigned int mbufs_port_reserved;
+	/* the pool's audit at exit (poolaudit.h); audited: counts are its */
+	struct pool_audit pool_audit;
+	bool pool_audited;
 	uint64_t nf_rings_bytes; /* region memory of every NF's rx and tx ring */
 	struct core_wakes core_wakes[SQ_CORE_GROUPS];
 	uint64_t next_tune_tsc; /* tx role: mgr_wakeup_tune's next look */

@@ -44,6 +44,8 @@ mgr_stats_totals(const struct mgr *mgr, struct mgr_totals *t)
 unsigned int
 mgr_mbufs_in_use(const struct mgr *mgr)
 {
+	if (mgr->pool_audited)
+		return mgr->pool_audit.size - mgr->pool_audit.home;
 	return mgr->pool != NULL ? rte_mempool_in_use_count(mgr->pool) : 0;
 }
 
@@ -122,6 +124,7 @@ mgr_stats_visit_totals(const struct mgr *mgr, struct stats_sink *s)
 	s->u64(s, "drop_pkts", t.drop_pkts);
 	s->u64(s, "mbufs_in_use", mgr_mbufs_in_use(mgr));
 	s->u64(s, "mbufs_port_reserved", mgr->mbufs_port_reserved);
+	s->u64(s, "mbufs_double_freed", mgr->pool_audited ? mgr->pool_audit.doubled : 0);
 	s->u64(s, "mbufs_total", mgr->pool != NULL ? mgr->pool->size : 0);
 	s->u64(s, "nfs_live", nfs_live(mgr));
 	s->u64(s, "nfs_total", mgr->n_nfs);

@@ -397,6 +397,8 @@ class Manager:
         assert self.exit_stats is not None, f"no exit stats at {self.exit_stats_path}"
         st = self.exit_stats["stats"]
         assert st["mbufs_in_use"] == (st["mbufs_port_reserved"] if fill_ring_kept else 0), st
+        # each mbuf home once (mgr/poolaudit.h): a double free hides a lost one
+        assert st["mbufs_double_freed"] == 0, st
         assert st["rx_pkts"] == st["tx_pkts"] + st["drop_pkts"], st
         assert st["drop_pkts"] == sum(st["drops"].values()), st
         return self.exit_stats

@@ -30,6 +30,7 @@
 #include "capfilter.h"
 
 #include "check.h"
+#include "eal_nohuge.h"
 
 #define SNAPLEN   262144 /* capture.c's default */
 #define FRAME_MAX 128
@@ -321,20 +322,11 @@ test_filter(const char *expr)
 int
 main(int argc, char **argv)
 {
-	char lcores[32], err[256];
+	char err[256];
 	struct bpf_program prog;
-	cpu_set_t cpus;
-	int cpu = 0;
 
 	(void)argc;
-	/* one lcore, on a CPU this process may run on */
-	if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0)
-		while (cpu < CPU_SETSIZE - 1 && !CPU_ISSET(cpu, &cpus))
-			cpu++;
-	snprintf(lcores, sizeof(lcores), "0@%d", cpu);
-	char *eal[] = {argv[0], "--lcores",    lcores,     "--no-huge",      "-m",
-		       "16",    "--no-shconf", "--no-pci", "--no-telemetry", "--log-level=error"};
-	if (rte_eal_init(RTE_DIM(eal), eal) < 0) {
+	if (eal_nohuge_init(argv[0]) < 0) {
 		fprintf(stderr, "rte_eal_init failed\n");
 		return 1;
 	}
