@@ -40,7 +40,8 @@ ASAN_TESTS ?= $(addprefix tests/integration/, test_per_flow.py test_malformed.py
 	test_shared_core.py test_per_flow_edges.py test_apply.py test_apply_per_flow.py \
 	test_restart.py test_aes.py test_capture.py test_bad_descriptors.py test_nf_user.py \
 	test_region_trust.py test_scaling.py test_messages.py test_isolated.py test_direct.py \
-	test_idle.py test_stateful_nat.py test_stateful_lb.py test_fwd.py test_nf_trust.py)
+	test_idle.py test_stateful_nat.py test_stateful_lb.py test_fwd.py test_nf_trust.py \
+	test_jumbo_nfs.py)
 ASAN_DESELECT ?= $(addprefix --deselect tests/integration/, \
 	test_isolated.py::test_unbounded_memory_is_contained \
 	test_nf_trust.py::test_memory_mb_bounds_shared_mappings \
