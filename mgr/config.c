@@ -949,15 +949,24 @@ enum {
 	SCALE_INTERVAL,
 	SCALE_HOLD,
 	SCALE_QUEUE,
+	SCALE_DROP_MEMORY,
 	SCALE_N_KEYS
 };
 static const char *const scale_keys[SCALE_N_KEYS] = {
-	"min", "max", "high_wm", "low_wm", "interval_ms", "hold_intervals", "queue_high_pkts",
+	"min",
+	"max",
+	"high_wm",
+	"low_wm",
+	"interval_ms",
+	"hold_intervals",
+	"queue_high_pkts",
+	"drop_memory_ms",
 };
 
 /* scale: {min, max, high_wm, low_wm, interval_ms, hold_intervals,
- * queue_high_pkts}; every key has a default that works untuned. The
- * instance count starts at `instances` (default min) and reserves max. */
+ * queue_high_pkts, drop_memory_ms}; every key has a default that works
+ * untuned. The instance count starts at `instances` (default min) and
+ * reserves max. */
 static int
 parse_scale(struct ctx *c, const yaml_node_t *node, const char *base, struct sq_cfg_service *svc,
 	    bool has_instances, bool has_max_instances)
@@ -975,6 +984,7 @@ parse_scale(struct ctx *c, const yaml_node_t *node, const char *base, struct sq_
 		.interval_ms = 2,
 		.hold_intervals = 5,
 		.queue_high_pkts = svc->ring_slots / 2,
+		.drop_memory_ms = 10000,
 	};
 	if (node == NULL)
 		return 0;
@@ -1006,6 +1016,9 @@ parse_scale(struct ctx *c, const yaml_node_t *node, const char *base, struct sq_
 	if (ret == 0)
 		ret = get_u32(c, v[SCALE_QUEUE], b, "queue_high_pkts", 1, svc->ring_slots,
 			      &sc->queue_high_pkts);
+	if (ret == 0)
+		ret = get_u32(c, v[SCALE_DROP_MEMORY], b, "drop_memory_ms", 0, 3600000,
+			      &sc->drop_memory_ms);
 	if (ret != 0)
 		return ret;
 	if (!has_instances)

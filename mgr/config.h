@@ -61,6 +61,7 @@ struct sq_cfg_scale {
 	uint32_t interval_ms;     /* a look at the load this often; default 2 */
 	uint32_t hold_intervals;  /* looks in a row before acting (no flapping); default 5 */
 	uint32_t queue_high_pkts; /* an rx ring this full is overload too; default ring_slots/2 */
+	uint32_t drop_memory_ms;  /* a ring's overflow rate is kept this long; 0: not learned */
 	bool enabled;             /* the service has a scale: block */
 	int line;
 };

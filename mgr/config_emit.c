@@ -267,6 +267,7 @@ emit_scale(struct out *o, const struct sq_cfg_scale *sc)
 	kv_u64(o, "interval_ms", sc->interval_ms);
 	kv_u64(o, "hold_intervals", sc->hold_intervals);
 	kv_u64(o, "queue_high_pkts", sc->queue_high_pkts);
+	kv_u64(o, "drop_memory_ms", sc->drop_memory_ms);
 	map_end(o);
 }
 

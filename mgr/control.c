@@ -136,7 +136,7 @@ mgr_control_unlock(void)
  * when a struct grows; config_emit.c must write the new key too. */
 static_assert(offsetof(struct sq_config, ports) == 732, "manager key: plan_manager");
 static_assert(sizeof(struct sq_cfg_service) == 896, "service key: plan_service");
-static_assert(sizeof(struct sq_cfg_scale) == 36, "scale key: plan_service");
+static_assert(sizeof(struct sq_cfg_scale) == 40, "scale key: plan_service");
 static_assert(sizeof(struct sq_cfg_wake) == 32, "wake key: same_wake");
 static_assert(sizeof(struct sq_cfg_port) == 2092, "port key: same_port");
 static_assert(sizeof(struct sq_cfg_rule) == 28, "rule key: same_rule");

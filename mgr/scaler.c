@@ -10,6 +10,16 @@
  *           time libsquall measures per packet, wall clock, so an NF that
  *           waits for a device counts that wait);
  *   queue = how full its rx ring is.
+ * Handler time misses what an instance loses outside its handler: a core
+ * shared with other tasks that runs it late, a wake that comes late. Its
+ * ring overflows while its load reads a few percent. So a ring that turned
+ * packets away teaches the scaler the rate that was too much: the lowest
+ * rate offered to an instance whose ring overflowed in a look (the service's
+ * overflow rate, kept drop_memory_ms after the last overflow), and each
+ * instance's load is then at least its rate over that one. The lesson
+ * outlives the overflow that taught it, so the instances it added are not
+ * blocked again at the next quiet look (no flapping), and the service
+ * scales in as the rate falls, as with any load.
  * Overload (the mean load over the instances that take new flows above
  * high_wm, or a ring above queue_high_pkts) held for hold_intervals looks:
  * run as many instances as the load needs at the middle of the watermarks,
@@ -52,6 +62,7 @@
 #define BACKOFF_MIN_MS  10
 #define BACKOFF_MAX_MS  5000
 #define MIN_COST_PKTS   8 /* fewer handled in a look: keep the last cost */
+#define RATE_EWMA_SHIFT 5 /* rates: each look weighs 1/32 (64 ms at 2 ms looks) */
 /* The NF core, over windows of CORE_LOOK_MS: full when /proc/stat shows it
  * busy (jiffies: 10 ms) at CORE_FULL_PCT and its NFs' handlers took
  * CORE_WORK_PCT of it (busy alone would count idle NFs' spinning). */
@@ -65,7 +76,10 @@ enum await { AWAIT_NONE, AWAIT_SPAWN, AWAIT_RERUN };
 struct inst {
 	uint64_t given, full, rx, handler; /* counters at the last look */
 	uint64_t cost_tsc;                 /* handler time per packet, last known */
-	uint32_t load_pct;
+	uint64_t arrived, dropped;         /* in the last look */
+	uint64_t rate_pps;                 /* arrivals a second, smoothed over looks */
+	uint32_t cpu_pct;                  /* arrivals x handler time */
+	uint32_t load_pct;                 /* ... or its rate over the overflow rate */
 	uint32_t queue;
 	bool starting;  /* spawned here, not running its loop yet */
 	uint8_t told;   /* the last SQ_MSG_BLOCK or SQ_MSG_RERUN it took from us */
@@ -84,7 +98,12 @@ struct svc_scale {
 	uint32_t n_await;
 	/* as of the last look (telemetry reads) */
 	uint32_t running, blocked, starting;
-	uint32_t load_pct; /* summed over its instances */
+	uint32_t load_pct;     /* summed over its instances */
+	uint32_t cpu_pct;      /* ... of it, handler time only */
+	uint64_t rate_pps;     /* arrivals a second at all its instances, smoothed */
+	uint64_t overflow_pps; /* an instance's ring overflowed at this rate; 0: none lately */
+	uint64_t overflow_tsc; /* ... last */
+	uint64_t overflows;    /* looks in which a ring of the service overflowed */
 	uint32_t queue_max;
 	uint32_t queue_prev; /* queue_max at the look before */
 	bool was_at_max;
@@ -360,6 +379,12 @@ delta(uint64_t now, uint64_t *last)
 	return d;
 }
 
+static uint64_t
+ewma(uint64_t avg, uint64_t now, unsigned int shift)
+{
+	return (uint64_t)((int64_t)avg + (((int64_t)now - (int64_t)avg) >> shift));
+}
+
 /* The instance's load and queue since the last look, @p dt cycles ago. */
 static void
 sample(struct mgr *mgr, struct inst *in, const struct mgr_nf *nf, uint64_t dt)
@@ -368,7 +393,8 @@ sample(struct mgr *mgr, struct inst *in, const struct mgr_nf *nf, uint64_t dt)
 	uint64_t given = atomic_load_explicit(&rs->enq_pkts, memory_order_relaxed) +
 			 atomic_load_explicit(&ts->enq_pkts, memory_order_relaxed);
 	uint64_t full = rs->ring_full_pkts + ts->ring_full_pkts;
-	uint64_t arrived = delta(given, &in->given) + delta(full, &in->full);
+	uint64_t dropped = delta(full, &in->full);
+	uint64_t arrived = delta(given, &in->given) + dropped;
 	/* the NF's own counters: a lying NF moves its own service's count,
 	 * within min..max, and nothing else */
 	uint64_t rx = delta(nf->ctl->rx_pkts, &in->rx);
@@ -378,23 +404,78 @@ sample(struct mgr *mgr, struct inst *in, const struct mgr_nf *nf, uint64_t dt)
 
 	if (rx >= MIN_COST_PKTS)
 		in->cost_tsc = RTE_MIN(handler / rx, dt);
-	in->load_pct = dt == 0 ? 0 : (uint32_t)RTE_MIN(arrived * in->cost_tsc * 100 / dt, 100000u);
+	in->cpu_pct = dt == 0 ? 0 : (uint32_t)RTE_MIN(arrived * in->cost_tsc * 100 / dt, 100000u);
+	in->arrived = arrived;
+	in->dropped = dropped;
+	if (dt > 0)
+		in->rate_pps = ewma(in->rate_pps, arrived * rte_get_tsc_hz() / dt, RATE_EWMA_SHIFT);
 	in->queue = RTE_MIN(queue, nf->rx_mask);
 }
 
-/* Instances [0, n_nfs): sampled, counted by state. */
+/* A look in which an instance's ring overflowed: the rate it was offered
+ * is more than an instance can take here. Rates are smoothed over tens of
+ * looks (a look of 2 ms holds a few dozen packets, and a late round of the
+ * manager makes one a burst and the next empty); an instance's own rate
+ * lags its new flows (just rerun or spawned), so it counts for at least
+ * its share of the service's rate, and the flows it had before a scale-out
+ * still count at it until they end. The lowest such rate is kept as the
+ * service's overflow rate until drop_memory_ms pass without an overflow
+ * (the core may be free again); drop_memory_ms 0 turns it off. */
 static void
-sample_all(struct mgr *mgr, struct svc_scale *st, const struct mgr_service *svc, uint64_t dt)
+learn_overflow(struct scaler *sc, struct svc_scale *st, const struct sq_cfg_scale *p, uint32_t n,
+	       uint64_t dt, uint64_t now)
 {
+	uint64_t arrived = 0, dropped = 0, per_inst, lowest = UINT64_MAX;
+
+	for (uint32_t i = 0; i < n; i++) {
+		arrived += st->inst[i].arrived;
+		dropped += st->inst[i].dropped;
+	}
+	if (dt == 0)
+		return;
+	st->rate_pps = ewma(st->rate_pps, arrived * sc->hz / dt, RATE_EWMA_SHIFT);
+	per_inst = st->rate_pps / RTE_MAX(st->running + st->starting, 1u);
+	for (uint32_t i = 0; i < n; i++)
+		if (st->inst[i].dropped > 0)
+			lowest = RTE_MIN(lowest, RTE_MAX(st->inst[i].rate_pps, per_inst));
+	if (st->overflow_pps > 0 && now - st->overflow_tsc > sc->hz / 1000 * p->drop_memory_ms)
+		st->overflow_pps = 0;
+	if (dropped == 0 || lowest == 0 || p->drop_memory_ms == 0)
+		return;
+	st->overflow_pps = st->overflow_pps > 0 ? RTE_MIN(st->overflow_pps, lowest) : lowest;
+	st->overflow_tsc = now;
+	st->overflows++;
+}
+
+/* An instance's load: its handler time, or at least its rate over the
+ * service's overflow rate. */
+static uint32_t
+load_of(const struct svc_scale *st, const struct inst *in, uint64_t dt)
+{
+	uint64_t rate_pct;
+
+	if (st->overflow_pps == 0 || dt == 0)
+		return in->cpu_pct;
+	rate_pct = in->rate_pps * 100 / st->overflow_pps;
+	return (uint32_t)RTE_MIN(RTE_MAX(rate_pct, (uint64_t)in->cpu_pct), 100000u);
+}
+
+/* Instances [0, n_nfs): sampled, counted by state, loaded. */
+static void
+sample_all(struct mgr *mgr, struct scaler *sc, struct svc_scale *st, uint16_t s, uint64_t dt,
+	   uint64_t now)
+{
+	const struct mgr_service *svc = &mgr->services[s];
+	uint32_t n = RTE_MIN(svc->n_nfs, st->cap);
+
 	st->running = st->blocked = st->starting = 0;
 	st->queue_prev = st->queue_max;
-	st->load_pct = st->queue_max = 0;
-	for (uint32_t i = 0; i < svc->n_nfs && i < st->cap; i++) {
+	st->load_pct = st->cpu_pct = st->queue_max = 0;
+	for (uint32_t i = 0; i < n; i++) {
 		struct inst *in = &st->inst[i];
 		const struct mgr_nf *nf = &mgr->nfs[svc->first_nf + i];
 
 		sample(mgr, in, nf, dt);
-		st->load_pct += in->load_pct;
 		if (in->starting) {
 			st->starting++;
 		} else if (atomic_load_explicit(&nf->blocked, memory_order_relaxed)) {
@@ -403,6 +484,14 @@ sample_all(struct mgr *mgr, struct svc_scale *st, const struct mgr_service *svc,
 			st->running++;
 			st->queue_max = RTE_MAX(st->queue_max, in->queue);
 		}
+	}
+	learn_overflow(sc, st, &mgr->cfg->services[s].scale, n, dt, now);
+	for (uint32_t i = 0; i < n; i++) {
+		struct inst *in = &st->inst[i];
+
+		in->load_pct = load_of(st, in, dt);
+		st->load_pct += in->load_pct;
+		st->cpu_pct += in->cpu_pct;
 	}
 }
 
@@ -591,6 +680,18 @@ core_full(const struct mgr *mgr, const struct scaler *sc)
 	       sc->core.work_pct >= CORE_WORK_PCT;
 }
 
+/* What made the overload: handler time, a rate that overflowed a ring
+ * before, or a queue that grows. */
+static const char *
+overload_reason(const struct svc_scale *st, const struct sq_cfg_scale *p, uint32_t avg)
+{
+	uint32_t cpu_avg = st->running ? st->cpu_pct / st->running : st->cpu_pct;
+
+	if (cpu_avg > p->high_wm_pct)
+		return "overload_load";
+	return avg > p->high_wm_pct ? "overload_drops" : "overload_queue";
+}
+
 static void
 decide(struct mgr *mgr, struct scaler *sc, struct svc_scale *st, uint16_t s, uint64_t now)
 {
@@ -634,8 +735,7 @@ decide(struct mgr *mgr, struct scaler *sc, struct svc_scale *st, uint16_t s, uin
 			st->over = 0;
 			return;
 		}
-		act(mgr, sc, st, s, want, avg > p->high_wm_pct ? "overload_load" : "overload_queue",
-		    now);
+		act(mgr, sc, st, s, want, overload_reason(st, p, avg), now);
 	} else if (st->under >= p->hold_intervals) {
 		act(mgr, sc, st, s, have - 1, "underload", now);
 	}
@@ -658,7 +758,7 @@ look(struct mgr *mgr, struct scaler *sc, uint16_t s, uint64_t now)
 	st->next_tsc = now + sc->hz / 1000 * cs->scale.interval_ms;
 	dt = st->last_tsc == 0 ? 0 : now - st->last_tsc;
 	st->last_tsc = now;
-	sample_all(mgr, st, svc, dt);
+	sample_all(mgr, sc, st, s, dt, now);
 	for (uint32_t i = 0; i < svc->n_nfs && i < st->cap; i++)
 		tell(mgr, &st->inst[i], &mgr->nfs[svc->first_nf + i]);
 	st->looks++;
@@ -737,6 +837,9 @@ add_service(struct rte_tel_data *d, const struct mgr *mgr, const struct scaler *
 	rte_tel_data_add_dict_u64(c, "blocked", st->blocked);
 	rte_tel_data_add_dict_u64(c, "starting", st->starting);
 	rte_tel_data_add_dict_u64(c, "load_pct", st->load_pct);
+	rte_tel_data_add_dict_u64(c, "cpu_load_pct", st->cpu_pct);
+	rte_tel_data_add_dict_u64(c, "overflow_pps", st->overflow_pps);
+	rte_tel_data_add_dict_u64(c, "overflows", st->overflows);
 	rte_tel_data_add_dict_u64(c, "queue_max", st->queue_max);
 	rte_tel_data_add_dict_u64(c, "over", st->over);
 	rte_tel_data_add_dict_u64(c, "under", st->under);
@@ -890,6 +993,7 @@ mgr_scaler_tel_nfs(const char *cmd, const char *params, struct rte_tel_data *d)
 		rte_tel_data_add_dict_u64(c, "pid", nf->pid > 0 ? (uint64_t)nf->pid : 0);
 		rte_tel_data_add_dict_u64(c, "flows", atomic_load(&nf->flows));
 		rte_tel_data_add_dict_u64(c, "load_pct", in->load_pct);
+		rte_tel_data_add_dict_u64(c, "cpu_load_pct", in->cpu_pct);
 		rte_tel_data_add_dict_u64(c, "queue", in->queue);
 		rte_tel_data_add_dict_u64(c, "cost_ns", in->cost_tsc * ns_per_tsc_x1k / 1000);
 		rte_tel_data_add_dict_u64(c, "rx_pkts", nf->ctl->rx_pkts);

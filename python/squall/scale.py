@@ -21,7 +21,16 @@ from squall.console import console
 from squall.exit import Exit
 from squall.telemetry import Telemetry
 
-SERVICE_COLUMNS = ("running", "blocked", "starting", "load_pct", "queue_max", "spawns", "reruns")
+SERVICE_COLUMNS = (
+    "running",
+    "blocked",
+    "starting",
+    "load_pct",
+    "overflow_pps",
+    "queue_max",
+    "spawns",
+    "reruns",
+)
 EVENT_COLUMNS = ("ms", "service", "reason", "load_pct", "queue", "from", "to")
 
 

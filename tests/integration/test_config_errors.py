@@ -70,6 +70,7 @@ CASES = [
     Case("scale-max-below-min", 16, "    scale: {min: 3, max: 2}", r"scale\.max"),
     Case("scale-low-above-high", 16, "    scale: {high_wm: 20, low_wm: 50}", r"low_wm"),
     Case("scale-queue-above-ring", 16, "    scale: {queue_high_pkts: 5000}", r"queue_high_pkts"),
+    Case("scale-drop-memory-range", 16, "    scale: {drop_memory_ms: 3600001}", r"drop_memory_ms"),
     Case("scale-unknown-key", 16, "    scale: {maximum: 4}", r"maximum"),
     Case("chain-missing-service", 19, "    services: [s1, nope]", r"services"),
     Case("missing-nf-exec", 14, "    exec: squall-nf-doesnotexist", r"exec"),

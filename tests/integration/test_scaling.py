@@ -15,7 +15,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from conftest import BUILD, Manager, nf_can_reach
+import yaml
+from conftest import BUILD, REPO, Manager, nf_can_reach
 from test_apply import squallctl
 
 FLOWSEEN = BUILD / "tests" / "nfs" / "squall-nf-flowseen"
@@ -26,10 +27,19 @@ CONN_PKTS = 10
 SCALE_TIMEOUT_S = 20.0
 
 
-def scaled_config(mgr: Manager, out: Path, exec_path: Path = FLOWSEEN) -> dict[str, Any]:
+def flows_dir(out: Path) -> Path:
     out.mkdir(mode=0o777, exist_ok=True)
     out.chmod(0o777)  # the NFs run as manager.nf_user
     nf_can_reach(out)
+    return out
+
+
+def scaled_config(
+    mgr: Manager, out: Path, exec_path: Path = FLOWSEEN, nf_args: tuple[str, ...] | None = None
+) -> dict[str, Any]:
+    flows_dir(out)
+    if nf_args is None:
+        nf_args = ("--wait-ns", str(WAIT_NS))
     cfg = mgr.config(
         ports=[
             {"name": "g", "devargs": "net_null0,no-rx=1"},
@@ -39,7 +49,7 @@ def scaled_config(mgr: Manager, out: Path, exec_path: Path = FLOWSEEN) -> dict[s
             {
                 "name": "s",
                 "exec": str(exec_path),
-                "args": ["--out", str(out), "--wait-ns", str(WAIT_NS)],
+                "args": ["--out", str(out), *nf_args],
                 "scale": {"min": 1, "max": 4},
             }
         ],
@@ -58,8 +68,8 @@ def scaled_config(mgr: Manager, out: Path, exec_path: Path = FLOWSEEN) -> dict[s
     return cfg
 
 
-def scale_of(mgr: Manager) -> dict[str, Any]:
-    reply: dict[str, Any] = mgr.query("/squall/scale")["s"]
+def scale_of(mgr: Manager, service: str = "s") -> dict[str, Any]:
+    reply: dict[str, Any] = mgr.query("/squall/scale")[service]
     return reply
 
 
@@ -68,9 +78,24 @@ def events(mgr: Manager) -> list[dict[str, Any]]:
     return sorted((v for v in reply.values() if isinstance(v, dict)), key=lambda e: e["seq"])
 
 
-def wait_running(mgr: Manager, pred: Any, what: str) -> dict[str, Any]:
-    mgr.wait_for(lambda: pred(scale_of(mgr)["running"]), SCALE_TIMEOUT_S, what)
-    return scale_of(mgr)
+def wait_running(mgr: Manager, pred: Any, what: str, service: str = "s") -> dict[str, Any]:
+    mgr.wait_for(lambda: pred(scale_of(mgr, service)["running"]), SCALE_TIMEOUT_S, what)
+    return scale_of(mgr, service)
+
+
+def ring_full(mgr: Manager, service: str) -> int:
+    """nf_ring_full drops at the rings of a service's instances."""
+    return sum(int(nf["ring_full_drops"]) for nf in mgr.nfs().values() if nf["service"] == service)
+
+
+def sent(mgr: Manager) -> int:
+    return int(mgr.query("/squall/gen")["sent_pkts"])
+
+
+def wait_sent(mgr: Manager, more: int, what: str) -> None:
+    """Until the generator sent `more` packets (bounded)."""
+    until = sent(mgr) + more
+    mgr.wait_for(lambda: sent(mgr) >= until, SCALE_TIMEOUT_S, what)
 
 
 def set_rate(mgr: Manager, pps: int) -> None:
@@ -225,3 +250,114 @@ def test_scale_is_refused_where_it_cannot_work(mgr: Manager, tmp_path: Path) -> 
     cfg = dict(base, services=[dict(base["services"][0], instances=7)])
     r = mgr.run_to_exit(cfg, "--check")
     assert r.returncode == 2 and "instances" in r.stderr, r.stderr
+
+
+STALL_US = 40000  # every STALL_EVERY_MS, the instance takes no packet for this long
+STALL_EVERY_MS = 200
+STALL_PPS = 40000  # 1,600 packets a stall: one instance's 1,024-slot ring overflows, two do not
+
+
+def test_a_ring_that_overflows_at_a_low_handler_time_scales_out_and_stays_out(
+    mgr: Manager, tmp_path: Path
+) -> None:
+    """The instance stops 40 ms every 200 ms outside its packet handler (what a
+    core shared with other tasks does to an NF: it runs late), so its ring
+    overflows at 40 kpps while its handler time reads a few percent. The rate
+    that overflowed it counts as its capacity: the service scales out
+    (overload_drops), does not go back to one instance while the rate holds
+    (that one would overflow again), and scales in once the rate falls. The
+    queue signal is off here (queue_high_pkts = ring_slots): the drops alone."""
+    out = tmp_path / "flows"
+    stall = ("--stall-us", str(STALL_US), "--stall-every-ms", str(STALL_EVERY_MS))
+    cfg = scaled_config(mgr, out, nf_args=stall)
+    cfg["services"][0]["ring_slots"] = 1024
+    cfg["services"][0]["scale"]["queue_high_pkts"] = 1024
+    mgr.start(cfg)
+
+    set_rate(mgr, STALL_PPS)
+    st = wait_running(mgr, lambda n: n >= 2, f"2 or more instances at {STALL_PPS} pps")
+    # (a stall that lands in the handler, or a busy core, can make the
+    # handler time high for a look too: overload_load is no error)
+    out_events = [e for e in events(mgr) if e["to"] > e["from"]]
+    assert out_events and out_events[0]["reason"].startswith("overload"), events(mgr)
+    assert st["overflow_pps"] > 0 and st["overflows"] >= 1, st
+
+    # The rate holds for ~25 stalls: never back to the one instance that
+    # overflowed (no flapping), few drops.
+    seq = events(mgr)[-1]["seq"]
+    drops0, sent0 = ring_full(mgr, "s"), sent(mgr)
+    wait_sent(mgr, 5 * STALL_PPS, "5 s of traffic")
+    later = [e for e in events(mgr) if e["seq"] > seq]
+    assert all(e["to"] >= 2 for e in later), "\n".join(map(str, events(mgr)))
+    assert scale_of(mgr)["running"] >= 2
+    held_drops = ring_full(mgr, "s") - drops0
+    assert held_drops * 50 < sent(mgr) - sent0, (held_drops, sent(mgr) - sent0)
+
+    set_rate(mgr, LOW_PPS)
+    st = wait_running(mgr, lambda n: n == 1, f"one instance at {LOW_PPS} pps")
+    assert any(e["reason"] == "underload" for e in events(mgr)), events(mgr)
+
+    stop_traffic(mgr)
+    mgr.finish()
+    assert_no_flow_moved(out, min_instances=2)
+
+
+EXAMPLE = REPO / "examples" / "scaling.yaml"
+EXAMPLE_HIGH_PPS = 80000  # the example's own "raise its rate": more than one instance carries
+EXAMPLE_LOW_PPS = 5000
+
+
+def example_config(mgr: Manager, out: Path) -> dict[str, Any]:
+    """examples/scaling.yaml under this test's manager, its scaled aes
+    replaced by flowseen with the same wait per packet (so the flows each
+    instance saw are on record) and the same scale policy."""
+    ex = yaml.safe_load(EXAMPLE.read_text())
+    manager = {k: v for k, v in ex["manager"].items() if k != "name"}
+    services = []
+    for svc in ex["services"]:
+        if "scale" in svc:
+            wait_ns = svc["args"][svc["args"].index("--wait-ns") + 1]
+            svc = dict(svc, exec=str(FLOWSEEN), args=["--out", str(out), "--wait-ns", wait_ns])
+        services.append(svc)
+    cfg = mgr.config(
+        ports=ex["ports"],
+        services=services,
+        chains=ex["chains"],
+        rules=ex["rules"],
+        **{**manager, "region_mb": 128, "flow_linger_ms": 50},
+    )
+    cfg["generator"] = ex["generator"]
+    return cfg
+
+
+def test_the_scaling_example_scales_out_and_back_in(mgr: Manager, tmp_path: Path) -> None:
+    """examples/scaling.yaml as its comments run it: from its start rate up to
+    EXAMPLE_HIGH_PPS, aes grows past one instance; back down, it shrinks to
+    one; no flow is seen by two instances. At the high rate the full rings lose
+    fewer packets than one instance would by its capacity alone (1 - 50,000 /
+    EXAMPLE_HIGH_PPS of them: a new instance takes a few ms to start)."""
+    out = flows_dir(tmp_path / "flows")
+    cfg = example_config(mgr, out)
+    scaled = next(s["name"] for s in cfg["services"] if "scale" in s)
+    wait_ns = int(next(s for s in cfg["services"] if "scale" in s)["args"][-1])
+    mgr.start(cfg)
+    assert scale_of(mgr, scaled)["running"] == 1
+
+    full0, sent0 = ring_full(mgr, scaled), sent(mgr)
+    set_rate(mgr, EXAMPLE_HIGH_PPS)
+    wait_running(mgr, lambda n: n > 1, f"more than one instance at {EXAMPLE_HIGH_PPS}", scaled)
+    wait_sent(mgr, 2 * EXAMPLE_HIGH_PPS, "2 s at the high rate")
+    assert scale_of(mgr, scaled)["running"] > 1
+    assert any(e["reason"].startswith("overload") for e in events(mgr)), events(mgr)
+    lost, offered = ring_full(mgr, scaled) - full0, sent(mgr) - sent0
+    one_loses = 1 - 1e9 / wait_ns / EXAMPLE_HIGH_PPS
+    assert lost < offered * one_loses, (lost, offered, events(mgr), scale_of(mgr, scaled))
+
+    set_rate(mgr, EXAMPLE_LOW_PPS)
+    wait_running(mgr, lambda n: n == 1, f"one instance at {EXAMPLE_LOW_PPS}", scaled)
+    assert any(e["reason"] == "underload" for e in events(mgr)), events(mgr)
+
+    stop_traffic(mgr)
+    mgr.finish()
+    flows = assert_no_flow_moved(out, min_instances=2)
+    assert flows > 1000, flows

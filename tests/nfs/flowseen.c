@@ -5,17 +5,25 @@
  * reads the files of all instances of a service and checks that no flow was
  * seen by two of them (the scaler must never move a live flow).
  *
- *   squall-nf-flowseen --out DIR [--wait-ns NS]
+ *   squall-nf-flowseen --out DIR [--wait-ns NS] [--stall-us US --stall-every-ms MS]
  *
  * --wait-ns NS  wait NS per packet, asleep (nfs/nf_wait.h): an instance of
  *               known capacity, so a test can overload one
+ * --stall-us US, --stall-every-ms MS
+ *               every MS, stop taking packets for US, asleep in a signal
+ *               handler: what a core shared with other tasks does to an NF
+ *               (it runs late), mostly outside the packet handler, so its
+ *               handler time stays low while its ring overflows
  */
 #include <arpa/inet.h>
 #include <getopt.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <rte_byteorder.h>
@@ -51,6 +59,38 @@ struct seen {
 	uint64_t full; /* flows not recorded: the table was full */
 	struct nf_wait wait;
 };
+
+static struct timespec stall; /* --stall-us */
+
+static void
+on_alarm(int sig)
+{
+	(void)sig;
+	nanosleep(&stall, NULL); /* async-signal-safe */
+}
+
+/* Every @p every_ms, a stall of @p us (SIGALRM). @return 0, or -1. */
+static int
+start_stalls(uint64_t us, uint64_t every_ms)
+{
+	struct sigaction sa = {.sa_handler = on_alarm};
+	struct itimerval it = {
+		.it_interval = {.tv_sec = (time_t)(every_ms / 1000),
+				.tv_usec = (suseconds_t)(every_ms % 1000 * 1000)},
+	};
+
+	if (us == 0 || every_ms == 0)
+		return 0;
+	stall.tv_sec = (time_t)(us / 1000000);
+	stall.tv_nsec = (long)(us % 1000000 * 1000);
+	it.it_value = it.it_interval;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGALRM, &sa, NULL) < 0 || setitimer(ITIMER_REAL, &it, NULL) < 0) {
+		perror(NF_NAME ": stalls");
+		return -1;
+	}
+	return 0;
+}
 
 static bool
 key_of(struct rte_mbuf *pkt, struct fkey *k)
@@ -160,12 +200,14 @@ main(int argc, char **argv)
 	static const struct option longopts[] = {
 		{"out", required_argument, NULL, 'o'},
 		{"wait-ns", required_argument, NULL, 'w'},
+		{"stall-us", required_argument, NULL, 's'},
+		{"stall-every-ms", required_argument, NULL, 'e'},
 		NF_OPT_COMMON_LONGOPTS,
 		{NULL, 0, NULL, 0},
 	};
 	static struct seen s;
 	const char *dir = NULL;
-	uint64_t wait_ns = 0;
+	uint64_t wait_ns = 0, stall_us = 0, stall_every_ms = 0;
 	unsigned int instance;
 	struct sq_nf *nf;
 	int opt, ret;
@@ -177,7 +219,19 @@ main(int argc, char **argv)
 			if (nf_opt_u64(NF_NAME, "wait-ns", optarg, 0, 100000000, &wait_ns) < 0)
 				return NF_EXIT_USAGE;
 			break;
-		case 'h': printf("Usage: " NF_NAME " --out DIR [--wait-ns NS]\n"); return 0;
+		case 's':
+			if (nf_opt_u64(NF_NAME, "stall-us", optarg, 0, 500000, &stall_us) < 0)
+				return NF_EXIT_USAGE;
+			break;
+		case 'e':
+			if (nf_opt_u64(NF_NAME, "stall-every-ms", optarg, 0, 60000,
+				       &stall_every_ms) < 0)
+				return NF_EXIT_USAGE;
+			break;
+		case 'h':
+			printf("Usage: " NF_NAME " --out DIR [--wait-ns NS] [--stall-us US "
+			       "--stall-every-ms MS]\n");
+			return 0;
 		case 0: break;
 		default: return nf_opt_usage_error(NF_NAME);
 		}
@@ -196,6 +250,8 @@ main(int argc, char **argv)
 	if (ret != 0)
 		return ret;
 	nf_wait_init(&s.wait, wait_ns);
+	if (start_stalls(stall_us, stall_every_ms) < 0)
+		return NF_EXIT_FAIL;
 	sq_nf_set_pkt_handler(nf, seen_pkt, &s);
 	instance = sq_nf_ctl(nf)->instance; /* (sq_nf_run frees nf and unmaps the region) */
 	ret = sq_nf_run(nf);
