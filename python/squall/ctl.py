@@ -7,13 +7,10 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.table import Table
-
-from squall import capture, control, exporter, msg, scale
+from squall import capture, control, msg, scale, serve_cli
 from squall.api import ControlApi, Nf, Port, Stats
-from squall.console import console
 from squall.exit import Exit
 from squall.telemetry import (
     NotRunningError,
@@ -22,6 +19,9 @@ from squall.telemetry import (
     list_managers,
     socket_path,
 )
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 DEFAULT_NAME = "squall"  # squall-mgr's default manager name
 
@@ -33,6 +33,8 @@ def _print_json(value: Any) -> None:
 
 
 def _stats_table(st: Stats, causes: dict[str, str]) -> Table:
+    from rich.table import Table
+
     table = Table("counter", "value", title="manager", title_justify="left")
     table.add_row("rx_pkts", f"{st.rx_pkts:,}")
     table.add_row("tx_pkts", f"{st.tx_pkts:,}")
@@ -46,6 +48,8 @@ def _stats_table(st: Stats, causes: dict[str, str]) -> Table:
 
 
 def _ports_table(ports: Sequence[Port]) -> Table:
+    from rich.table import Table
+
     table = Table(
         "id",
         "port",
@@ -73,6 +77,8 @@ def _ports_table(ports: Sequence[Port]) -> Table:
 
 
 def _nfs_table(nfs: Sequence[Nf]) -> Table:
+    from rich.table import Table
+
     table = Table(
         "id",
         "nf",
@@ -113,6 +119,8 @@ def _nfs_table(nfs: Sequence[Nf]) -> Table:
 
 
 def cmd_status(args: argparse.Namespace, api: ControlApi) -> Exit:
+    from squall.console import console
+
     if args.json:
         _print_json(
             {
@@ -130,6 +138,8 @@ def cmd_status(args: argparse.Namespace, api: ControlApi) -> Exit:
 
 
 def cmd_ports(args: argparse.Namespace, api: ControlApi) -> Exit:
+    from squall.console import console
+
     if args.json:
         _print_json(api.ports_dict())
     else:
@@ -138,6 +148,8 @@ def cmd_ports(args: argparse.Namespace, api: ControlApi) -> Exit:
 
 
 def cmd_nfs(args: argparse.Namespace, api: ControlApi) -> Exit:
+    from squall.console import console
+
     if args.json:
         _print_json(api.nfs_dict())
     else:
@@ -146,6 +158,10 @@ def cmd_nfs(args: argparse.Namespace, api: ControlApi) -> Exit:
 
 
 def cmd_chains(args: argparse.Namespace, api: ControlApi) -> Exit:
+    from rich.table import Table
+
+    from squall.console import console
+
     if args.json:
         _print_json(api.chains_dict())
         return Exit.OK
@@ -164,6 +180,10 @@ def cmd_chains(args: argparse.Namespace, api: ControlApi) -> Exit:
 
 
 def cmd_drops(args: argparse.Namespace, api: ControlApi) -> Exit:
+    from rich.table import Table
+
+    from squall.console import console
+
     st = api.stats()
     causes = api.drop_causes()
     if args.json:
@@ -386,7 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
     show, send = msg.add_parsers(sub)
     show.set_defaults(fn=cmd_msgs)
     send.set_defaults(fn=cmd_msg)
-    exporter.add_parser(sub)
+    serve_cli.add_parser(sub)
     return parser
 
 
@@ -399,6 +419,10 @@ def run(argv: Sequence[str] | None = None) -> Exit:
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "serve", False):
+        # (imported here: every other command, an apply's too, starts without
+        # prometheus_client and the HTTP server)
+        from squall import exporter
+
         return Exit(exporter.run_serve(args, args.name or _default_name()))
     try:
         if args.socket is not None:

@@ -43,10 +43,12 @@ from prometheus_client.core import (
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from squall import serve_cli
 from squall.api import ControlApi, by_name
 from squall.telemetry import Telemetry, TelemetryError
 
-DEFAULT_LISTEN = "127.0.0.1:9470"
+DEFAULT_LISTEN = serve_cli.DEFAULT_LISTEN
+parse_listen = serve_cli.parse_listen
 WEB_DIR = Path(__file__).parent / "web"
 LIVE_STATES = ("spawned", "awake", "asleep", "waking")
 # Prometheus histogram bounds (seconds) for the per-chain latency: 1-2-5 steps
@@ -1503,13 +1505,6 @@ class Server(ThreadingHTTPServer):
         self.stopping = threading.Event()
 
 
-def parse_listen(s: str) -> tuple[str, int]:
-    host, _, port = s.rpartition(":")
-    if not host or not port.isdigit():
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {s!r}")
-    return host.strip("[]"), int(port)
-
-
 def serve(
     name: str | None,
     path: str | None,
@@ -1549,37 +1544,9 @@ def serve(
 
 # --------------------------------------------------------------- squallctl
 
-
-def add_parser(sub: Any) -> None:
-    """Register ``squallctl serve`` on squallctl's subcommands."""
-    p = sub.add_parser(
-        "serve",
-        help="Prometheus exporter and live dashboard over HTTP",
-        description="Serve Prometheus metrics (/metrics) and a live dashboard (/) for a "
-        "manager, read from its telemetry socket every interval. Keeps running while the "
-        "manager restarts (squall_up 0, then reconnects).",
-    )
-    p.add_argument(
-        "--listen",
-        type=parse_listen,
-        default=DEFAULT_LISTEN,
-        metavar="HOST:PORT",
-        help=f"address to serve on (default {DEFAULT_LISTEN})",
-    )
-    p.add_argument(
-        "--interval",
-        type=float,
-        default=1.0,
-        metavar="SECONDS",
-        help="poll the manager this often (default 1; a slower poll waits as long as it took)",
-    )
-    p.add_argument(
-        "--no-nf-metrics",
-        action="store_true",
-        help="per-service metrics only, no per-NF series (for very many NFs)",
-    )
-    p.add_argument("--verbose", action="store_true", help="log every HTTP request")
-    p.set_defaults(fn=None, serve=True)
+# (``squallctl serve``'s arguments live in squall.serve_cli: squallctl builds
+# its parser without importing this module and prometheus_client)
+add_parser = serve_cli.add_parser
 
 
 def run_serve(args: argparse.Namespace, name: str | None) -> int:

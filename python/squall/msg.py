@@ -14,9 +14,6 @@ import json
 import sys
 from typing import Any
 
-from rich.table import Table
-
-from squall.console import console
 from squall.exit import Exit
 from squall.telemetry import Telemetry
 
@@ -71,6 +68,10 @@ def _shown(hexdata: str) -> str:
 
 
 def run_show(args: argparse.Namespace, tm: Telemetry) -> Exit:
+    from rich.table import Table
+
+    from squall.console import console
+
     reply = tm.query("/squall/msgs")
     entries = sorted(
         (v for v in reply.values() if isinstance(v, dict) and "dir" in v), key=lambda e: e["seq"]

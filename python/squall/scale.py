@@ -13,13 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.table import Table
-
-from squall.console import console
 from squall.exit import Exit
 from squall.telemetry import Telemetry
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 SERVICE_COLUMNS = (
     "running",
@@ -67,6 +67,8 @@ def _events(tm: Telemetry) -> list[dict[str, Any]]:
 
 
 def _events_table(events: list[dict[str, Any]]) -> Table:
+    from rich.table import Table
+
     table = Table(*EVENT_COLUMNS, "spawned", "rerun", "blocked", title="decisions")
     for e in events:
         table.add_row(
@@ -79,6 +81,10 @@ def _events_table(events: list[dict[str, Any]]) -> Table:
 
 
 def _show_all(tm: Telemetry, as_json: bool) -> Exit:
+    from rich.table import Table
+
+    from squall.console import console
+
     reply = tm.query("/squall/scale")
     services = {k: v for k, v in reply.items() if isinstance(v, dict)}
     events = _events(tm)
@@ -102,6 +108,10 @@ def _show_all(tm: Telemetry, as_json: bool) -> Exit:
 
 
 def _show_one(tm: Telemetry, service: str, as_json: bool) -> Exit:
+    from rich.table import Table
+
+    from squall.console import console
+
     reply = tm.query_raw(f"/squall/scale_nfs,{service}")
     err = _error(reply)
     if err is not None:

@@ -301,3 +301,43 @@ def _same_as_at_start(mgr: Manager, path: Path, case: Case, apply_stderr: str) -
     at_start = r.stderr.strip().removeprefix("squall-mgr: ")
     assert at_start in apply_stderr, (case.id, at_start, apply_stderr)
     return True
+
+
+# What `squallctl apply` may import: a user applies with a process each time,
+# on a host whose cores also move the packets (2 here), so its start is CPU
+# taken from the data path. The tables, the exporter and its HTTP server are
+# for other commands (with them an apply took ~300 ms of CPU here, ~140 ms
+# without; live_apply's TCP part counts what the applies cost a chain).
+HEAVY_FOR_APPLY = ("rich", "prometheus_client", "http.server", "squall.exporter")
+
+LIGHT_APPLY = """import sys
+from squall import ctl
+rc = ctl.main(sys.argv[1:])
+heavy = sorted(m for m in sys.modules if m.startswith({heavy!r}))
+print("RC", rc, "HEAVY", ",".join(heavy) or "none")
+"""
+
+
+def test_squallctl_apply_imports_nothing_it_does_not_use(mgr: Manager, tmp_path: Path) -> None:
+    first = two_chains(mgr, ["f1"])
+    mgr.start(first)
+    before = {nf["service"]: nf["pid"] for nf in mgr.nfs().values()}
+    path = tmp_path / "two.yaml"
+    path.write_text(to_yaml(two_chains(mgr, ["f1", "f2"])))
+    code = LIGHT_APPLY.format(heavy=HEAVY_FOR_APPLY)
+    r = subprocess.run(
+        [sys.executable, "-c", code, "--name", mgr.name, "apply", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=str(REPO / "python")),
+        check=False,
+    )
+    last = r.stdout.strip().splitlines()[-1]
+    assert last.startswith("RC 0 "), r.stdout + r.stderr
+    assert last == "RC 0 HEAVY none", f"squallctl apply imported {last.split()[-1]}"
+    assert mgr.query("/squall/control")["applies"] == 1
+    # the unchanged chain's NFs are the same processes
+    after = {nf["service"]: nf["pid"] for nf in mgr.nfs().values()}
+    assert {s: after[s] for s in ("sig1", "sig2")} == {s: before[s] for s in ("sig1", "sig2")}
+    mgr.finish()
