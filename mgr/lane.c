@@ -24,6 +24,7 @@ link_hop(struct mgr *mgr, struct mgr_nf *nf, struct mgr_nf *next, uint32_t ring_
 				    &next->direct_rx);
 	if (ret < 0)
 		return ret;
+	next->direct_slots = ring_slots;
 	mgr->nf_rings_bytes += rte_ring_get_memsize(ring_slots);
 	next->ctl->direct_rx_ring_off = (uintptr_t)next->direct_rx - (uintptr_t)mgr->region;
 	nf->ctl->direct_next_ring_off = next->ctl->direct_rx_ring_off;

@@ -22,6 +22,7 @@
 #include "director.h"
 #include "drop.h"
 #include "latency.h"
+#include "carve.h"
 #include "nflog.h"
 #include "poolaudit.h"
 #include "ready.h"
@@ -186,6 +187,7 @@ struct mgr_nf {
 	 * the NF can rewrite): used as indexes and names, never read back. */
 	uint32_t core_group;
 	char name[SQ_NAME_LEN]; /* its service's: kept after the service is removed */
+	uint32_t ring_slots;    /* its shared rings' size, our record; 0: none */
 	uint32_t rx_mask;       /* the rings' masks, checked before each burst */
 	uint32_t tx_mask;
 	uint32_t tx_cons; /* where our dequeues of the tx ring are */
@@ -226,6 +228,7 @@ struct mgr_nf {
 	uint32_t lane_next;
 	uint32_t lane_prev;
 	struct rte_ring *direct_rx;
+	uint32_t direct_slots; /* direct_rx's size, our record */
 	/* nfs.c: gone, and waiting for the rest of its lane to go too (its
 	 * packets are reclaimed, and it is restarted, with the last of them) */
 	bool lane_wait;
@@ -312,10 +315,10 @@ struct mgr {
 	uint32_t region_check_next;               /* the next NF whose ctl the check reads */
 	uint64_t region_corrupt[MGR_CORRUPT_MAX]; /* rewrites found, by field */
 	struct rte_mempool *pool;
-	int heap_socket;
-	void *heap_addr;
-	size_t heap_len;
-	size_t heap_page_bytes;
+	/* the region past its header and NF tables: the mbufs' memory and the
+	 * NF rings, carved with the records in our memory (carve.h) */
+	struct carve carve;
+	size_t region_page_bytes;
 
 	struct mgr_port ports[SQ_MAX_PORTS];
 	uint16_t n_ports;
@@ -431,6 +434,8 @@ void mgr_region_check(struct mgr *mgr);
 void mgr_region_ring_broken(struct mgr *mgr, struct mgr_nf *nf);
 int mgr_region_alloc_ring(struct mgr *mgr, const char *name, uint32_t slots, unsigned int flags,
 			  struct rte_ring **out);
+/* Give back a ring of mgr_region_alloc_ring()'s, of @p slots as asked. */
+void mgr_region_free_ring(struct mgr *mgr, struct rte_ring *r, uint32_t slots);
 
 /* ports.c */
 int mgr_ports_init(struct mgr *mgr, char *err, size_t err_len);

@@ -28,6 +28,7 @@
 #include "lane.h"
 #include "mgr.h"
 #include "msg.h"
+#include "nfring.h"
 #include "sandbox.h"
 #include "spawn.h"
 
@@ -62,10 +63,12 @@ free_shared_rings(struct mgr *mgr, struct mgr_nf *nf)
 {
 	if (nf->rx == NULL || nf->iso != NULL)
 		return;
-	mgr->nf_rings_bytes -= 2 * (uint64_t)rte_ring_get_memsize(rte_ring_get_size(nf->rx));
-	rte_free(nf->rx);
-	rte_free(nf->tx);
+	/* (their size from our record: a ring's header is the NF's to write) */
+	mgr->nf_rings_bytes -= 2 * (uint64_t)rte_ring_get_memsize(nf->ring_slots);
+	mgr_region_free_ring(mgr, nf->rx, nf->ring_slots);
+	mgr_region_free_ring(mgr, nf->tx, nf->ring_slots);
 	nf->rx = nf->tx = NULL;
+	nf->ring_slots = 0;
 }
 
 /* The slot's private region, if it has one: unmapped at once when the
@@ -142,10 +145,13 @@ setup_rings(struct mgr *mgr, struct mgr_nf *nf, const struct sq_cfg_service *cs)
 	free_private_region(mgr, nf, false);
 	nf->hdr = mgr->region;
 	/* A slot made again (control role: its last NF is gone and reclaimed)
-	 * keeps rings of the right size. */
-	if (nf->rx != NULL && rte_ring_get_size(nf->rx) == cs->ring_slots) {
-		rte_ring_reset(nf->rx);
-		rte_ring_reset(nf->tx);
+	 * keeps rings of the right size, by our record, and writes their
+	 * headers anew: the last NF may have rewritten them. */
+	if (nf->rx != NULL && nf->ring_slots == cs->ring_slots) {
+		snprintf(name, sizeof(name), "sq_rx_%u", nf->id);
+		rte_ring_init(nf->rx, name, cs->ring_slots, RING_F_SP_ENQ | RING_F_SC_DEQ);
+		snprintf(name, sizeof(name), "sq_tx_%u", nf->id);
+		rte_ring_init(nf->tx, name, cs->ring_slots, RING_F_SP_ENQ | RING_F_SC_DEQ);
 		return 0;
 	}
 	free_shared_rings(mgr, nf);
@@ -159,8 +165,12 @@ setup_rings(struct mgr *mgr, struct mgr_nf *nf, const struct sq_cfg_service *cs)
 	snprintf(name, sizeof(name), "sq_tx_%u", nf->id);
 	ret = mgr_region_alloc_ring(mgr, name, cs->ring_slots, RING_F_SP_ENQ | RING_F_SC_DEQ,
 				    &nf->tx);
-	if (ret < 0)
+	if (ret < 0) {
+		mgr_region_free_ring(mgr, nf->rx, cs->ring_slots);
+		nf->rx = NULL;
 		return ret;
+	}
+	nf->ring_slots = cs->ring_slots;
 	mgr->nf_rings_bytes += 2 * (uint64_t)rte_ring_get_memsize(cs->ring_slots);
 	return 0;
 }
@@ -204,8 +214,9 @@ init_nf(struct mgr *mgr, struct mgr_nf *nf, uint16_t service, uint16_t instance)
 				 ? (uint32_t)mgr->cfg->nf_core
 				 : SQ_CORE_GROUPS - 1;
 	ctl->core_group = nf->core_group; /* the NF's to read; we index with ours */
-	nf->rx_mask = nf->rx->mask;
-	nf->tx_mask = nf->tx->mask;
+	/* (geometry from our own numbers, never from a ring's header) */
+	nf->rx_mask = cs->ring_slots - 1;
+	nf->tx_mask = cs->ring_slots - 1;
 	nf->tx_cons = nf->tx->cons.head;
 	nf->rx_prod = nf->rx->prod.head;
 	rte_spinlock_init(&nf->rx_lock);
@@ -1378,27 +1389,35 @@ nf_by_pid(struct mgr *mgr, pid_t pid)
 static unsigned int
 drop_direct_ring(struct mgr *mgr, struct mgr_nf *nf, enum sq_drop cause)
 {
-	struct rte_mbuf *m = NULL;
+	uint32_t mask = nf->direct_slots - 1, cons;
+	char name[RTE_RING_NAMESIZE];
+	struct rte_mbuf *m[32];
 	unsigned int total = 0;
+	int n;
 
 	if (nf->direct_rx == NULL)
 		return 0;
 	/* Both of its ends are gone (the lane went as one): the ring is the
-	 * manager's again. Bounded by its size, whatever its header says. */
-	for (uint32_t k = 0;
-	     k <= nf->direct_rx->mask && rte_ring_sc_dequeue(nf->direct_rx, (void **)&m) == 0;
-	     k++) {
-		struct mgr_nf *owner;
+	 * manager's again, read with our geometry (nfring.h) from where its
+	 * consumer said it was: a lie there costs only its packets, each still
+	 * the guard's to take. At most a ring's worth. */
+	cons = __atomic_load_n(&nf->direct_rx->cons.tail, __ATOMIC_ACQUIRE);
+	while (total <= mask &&
+	       (n = mgr_nfring_dequeue(nf->direct_rx, mask, &cons, (void **)m, RTE_DIM(m))) > 0) {
+		for (int i = 0; i < n; i++) {
+			struct mgr_nf *owner;
 
-		if (mgr_lane_take(mgr, nf, m, &owner) == GUARD_NOT_OURS) {
-			mgr->region_corrupt[MGR_CORRUPT_DESCRIPTOR]++;
-			continue;
+			if (mgr_lane_take(mgr, nf, m[i], &owner) == GUARD_NOT_OURS) {
+				mgr->region_corrupt[MGR_CORRUPT_DESCRIPTOR]++;
+				continue;
+			}
+			mgr_drop(&mgr->tx.stats, cause, m[i]);
+			owner->deq_pkts++;
+			total++;
 		}
-		mgr_drop(&mgr->tx.stats, cause, m);
-		owner->deq_pkts++;
-		total++;
 	}
-	rte_ring_reset(nf->direct_rx);
+	snprintf(name, sizeof(name), "sq_direct_%u", nf->id);
+	rte_ring_init(nf->direct_rx, name, nf->direct_slots, RING_F_SP_ENQ | RING_F_SC_DEQ);
 	return total;
 }
 
@@ -1624,7 +1643,7 @@ mgr_nfs_free(struct mgr *mgr)
 	for (uint32_t i = 0; i < mgr->n_nfs; i++) {
 		free_private_region(mgr, &mgr->nfs[i], true);
 		free_shared_rings(mgr, &mgr->nfs[i]);
-		rte_free(mgr->nfs[i].direct_rx);
+		mgr_region_free_ring(mgr, mgr->nfs[i].direct_rx, mgr->nfs[i].direct_slots);
 		mgr->nfs[i].direct_rx = NULL;
 	}
 	mgr_lane_free(mgr);

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  * The shared region (DESIGN §2): an unlinked hugetlbfs file mapped at a fixed address,
- * registered with DPDK as an external heap, holding the mbuf pool, every NF
- * ring and the NF control blocks. NFs map the same file at the same address.
+ * holding the mbufs, every NF ring and the NF control blocks. NFs map the
+ * same file at the same address. The mbufs' memory and the rings are carved
+ * out of it by the manager (carve.h), whose records of what is where stay in
+ * its own memory: no allocator's bookkeeping is in a page an NF maps.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,10 +18,8 @@
 
 #include <rte_cycles.h>
 #include <rte_errno.h>
-#include <rte_malloc.h>
 #include <rte_mbuf.h>
 #include <rte_mbuf_pool_ops.h>
-#include <rte_memzone.h>
 #include <rte_mempool.h>
 
 #include "guard.h"
@@ -29,7 +29,6 @@
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif
 
-#define HEAP_NAME          "squall"
 /* Where the symlink to the region fd is published (NFs started by hand). */
 #define SQ_REGION_LINK_DIR "/dev/shm"
 #define POOL_CACHE         256
@@ -198,27 +197,13 @@ clear_meta(struct rte_mempool *mp, void *opaque, void *obj, unsigned int idx)
 }
 
 static int
-create_heap(struct mgr *mgr, size_t heap_off, size_t len, size_t page_bytes)
+init_carve(struct mgr *mgr, size_t carve_off, size_t len, size_t page_bytes)
 {
-	void *heap_addr = (char *)mgr->region + heap_off;
-	size_t heap_len = len - heap_off;
-	int ret;
+	int ret = carve_init(&mgr->carve, (char *)mgr->region + carve_off, len - carve_off);
 
-	ret = rte_malloc_heap_create(HEAP_NAME);
-	if (ret < 0 && rte_errno != EEXIST) {
-		MGR_LOG(ERR, "rte_malloc_heap_create: %s\n", rte_strerror(rte_errno));
-		return -rte_errno;
-	}
-	ret = rte_malloc_heap_memory_add(HEAP_NAME, heap_addr, heap_len, NULL,
-					 (unsigned int)(heap_len / page_bytes), page_bytes);
-	if (ret < 0) {
-		MGR_LOG(ERR, "rte_malloc_heap_memory_add: %s\n", rte_strerror(rte_errno));
-		return -rte_errno;
-	}
-	mgr->heap_addr = heap_addr;
-	mgr->heap_len = heap_len;
-	mgr->heap_page_bytes = page_bytes;
-	mgr->heap_socket = rte_malloc_heap_get_socket(HEAP_NAME);
+	if (ret < 0)
+		return ret;
+	mgr->region_page_bytes = page_bytes;
 	return 0;
 }
 
@@ -227,36 +212,24 @@ create_heap(struct mgr *mgr, size_t heap_off, size_t len, size_t page_bytes)
  * memory, which no NF maps. An NF needs none of them (it frees nothing: it
  * hands every packet back), and one that could write them could make the
  * manager's next alloc or free hand out an mbuf twice, or read past the
- * ring (issue 20). What rte_pktmbuf_pool_create does, with the objects'
- * memory reserved apart, on the region's heap. */
-static void
-free_mbuf_memory(struct rte_mempool_memhdr *memhdr, void *mz)
-{
-	(void)memhdr;
-	rte_memzone_free(mz);
-}
-
+ * ring. What rte_pktmbuf_pool_create does, with the objects' memory carved
+ * from the region apart. */
 static int
 populate_in_region(struct mgr *mgr, struct rte_mempool *mp)
 {
 	/* Objects packed end to end (RTE_MEMPOOL_F_NO_IOVA_CONTIG: none needs
 	 * to stay within a page, the region's pages having no IOVA anyway). */
 	size_t size = (size_t)mp->size * (mp->header_size + mp->elt_size + mp->trailer_size);
-	const struct rte_memzone *mz;
+	void *mem = carve_alloc(&mgr->carve, size, 0);
 	int ret;
 
-	mz = rte_memzone_reserve_aligned("sq_pool_mbufs", size, mgr->heap_socket, 0,
-					 RTE_CACHE_LINE_SIZE);
-	if (mz == NULL)
-		return -rte_errno;
-	/* (IOVA unknown: the region's pages were added to the heap without
-	 * one; the ports Squall runs on use virtual addresses) */
-	ret = rte_mempool_populate_iova(mp, mz->addr, RTE_BAD_IOVA, mz->len, free_mbuf_memory,
-					(void *)(uintptr_t)mz);
-	if (ret < 0) {
-		rte_memzone_free(mz);
+	if (mem == NULL)
+		return -ENOMEM;
+	/* (IOVA unknown: the ports Squall runs on use virtual addresses; the
+	 * memory goes back with the region, not with the pool) */
+	ret = rte_mempool_populate_iova(mp, mem, RTE_BAD_IOVA, size, NULL, NULL);
+	if (ret < 0)
 		return ret;
-	}
 	return mp->populated_size == mp->size ? 0 : -ENOMEM;
 }
 
@@ -304,7 +277,8 @@ create_pool(struct mgr *mgr)
 		return -ENOMEM;
 	}
 	rte_mempool_obj_iter(mgr->pool, clear_meta, NULL);
-	ret = mgr_guard_init(mgr->pool, mgr->heap_addr, mgr->heap_len, mgr->heap_page_bytes);
+	ret = mgr_guard_init(mgr->pool, (void *)mgr->carve.base, mgr->carve.len,
+			     mgr->region_page_bytes);
 	if (ret < 0)
 		MGR_LOG(ERR, "the mbuf pool's layout is not one the guard maps: %s\n",
 			strerror(-ret));
@@ -316,7 +290,7 @@ mgr_region_create(struct mgr *mgr, const char *want_dir)
 {
 	size_t len = (size_t)mgr->cfg->region_mb << 20;
 	uint32_t max_nfs = sq_config_max_nfs(mgr->cfg);
-	size_t page_bytes, table_off, ready_off, heap_off;
+	size_t page_bytes, table_off, ready_off, carve_off;
 	char dir[SQ_CFG_PATH_LEN];
 	int ret;
 
@@ -331,9 +305,9 @@ mgr_region_create(struct mgr *mgr, const char *want_dir)
 	ready_off = RTE_ALIGN_CEIL(table_off + (size_t)max_nfs * sizeof(struct sq_nf_ctl),
 				   RTE_CACHE_LINE_SIZE);
 	/* the tx-ready bitmap, then the msg-ready one (region.h) */
-	heap_off = RTE_ALIGN_CEIL(ready_off + 2 * sq_tx_ready_words(max_nfs) * sizeof(uint64_t),
-				  page_bytes);
-	if (heap_off + (16u << 20) > len) {
+	carve_off = RTE_ALIGN_CEIL(ready_off + 2 * sq_tx_ready_words(max_nfs) * sizeof(uint64_t),
+				   page_bytes);
+	if (carve_off + (16u << 20) > len) {
 		MGR_LOG(ERR, "region of %u MiB is too small for %u NFs\n", mgr->cfg->region_mb,
 			max_nfs);
 		return -ENOSPC;
@@ -342,7 +316,7 @@ mgr_region_create(struct mgr *mgr, const char *want_dir)
 	if (ret < 0)
 		return ret;
 	fill_header(mgr, len, max_nfs, table_off, ready_off);
-	ret = create_heap(mgr, heap_off, len, page_bytes);
+	ret = init_carve(mgr, carve_off, len, page_bytes);
 	if (ret < 0)
 		goto out_unmap;
 	ret = create_pool(mgr);
@@ -367,18 +341,28 @@ mgr_region_alloc_ring(struct mgr *mgr, const char *name, uint32_t slots, unsigne
 
 	if (size < 0)
 		return (int)size;
-	r = rte_malloc_socket(name, (size_t)size, RTE_CACHE_LINE_SIZE, mgr->heap_socket);
+	r = carve_alloc(&mgr->carve, (size_t)size, 0);
 	if (r == NULL) {
 		MGR_LOG(ERR, "no room in the region for ring %s (%u slots)\n", name, slots);
 		return -ENOMEM;
 	}
 	ret = rte_ring_init(r, name, slots, flags);
 	if (ret < 0) {
-		rte_free(r);
+		carve_free(&mgr->carve, r, (size_t)size);
 		return ret;
 	}
 	*out = r;
 	return 0;
+}
+
+void
+mgr_region_free_ring(struct mgr *mgr, struct rte_ring *r, uint32_t slots)
+{
+	ssize_t size = rte_ring_get_memsize(slots);
+
+	if (r != NULL && size > 0 && carve_free(&mgr->carve, r, (size_t)size) < 0)
+		MGR_LOG(ERR, "ring at %p (%u slots) is not one the region gave\n", (void *)r,
+			slots);
 }
 
 void
@@ -389,13 +373,7 @@ mgr_region_destroy(struct mgr *mgr)
 		rte_mempool_free(mgr->pool);
 		mgr->pool = NULL;
 	}
-	if (mgr->heap_len != 0) {
-		/* Fails with EBUSY if something is still allocated in it; then only
-		 * the heap's bookkeeping leaks, and the process is exiting. */
-		if (rte_malloc_heap_memory_remove(HEAP_NAME, mgr->heap_addr, mgr->heap_len) == 0)
-			rte_malloc_heap_destroy(HEAP_NAME);
-		mgr->heap_len = 0;
-	}
+	carve_fini(&mgr->carve);
 	if (mgr->region != NULL) {
 		munmap(mgr->region, mgr->region->len_bytes);
 		mgr->region = NULL;

@@ -153,6 +153,26 @@ def test_a_forged_buffer_header_is_restored_before_the_free(
     finish_clean(mgr, tmp_path, good)
 
 
+@pytest.mark.parametrize("sandbox", ["none", "strict"])
+def test_the_region_holds_no_allocator_record_to_forge(
+    mgr: Manager, tmp_path: Path, sandbox: str
+) -> None:
+    """The hostile NF writes 0xff over the 128 bytes before its tx ring and
+    leaves. With DPDK's malloc heap in the region they were the ring's
+    element header, which the manager's free of the ring at stop reads (an
+    audit forged its heap pointer to a held lock and the stop hung). The
+    region's pieces are now carved with their records in the manager's
+    memory (mgr/carve.h): nothing reads those bytes; the manager stops as
+    always, every mbuf home, the other chain untouched. (A guard against
+    the class coming back: 0xff alone did not make the old free fail.)"""
+    good = start(mgr, tmp_path, "allocmeta", restart="never", **service(sandbox))
+    # (it leaves at once: its line comes with its log, after its exit)
+    mgr.wait_for(
+        lambda: "allocmeta: succeeded" in mgr.stderr_path.read_text(), 30, "the NF scribbled"
+    )
+    finish_clean(mgr, tmp_path, good)
+
+
 @pytest.mark.parametrize("sandbox", MODES)
 def test_memory_mb_bounds_shared_mappings(mgr: Manager, tmp_path: Path, sandbox: str) -> None:
     """memory_mb is RLIMIT_DATA, which shared anonymous memory escapes: the

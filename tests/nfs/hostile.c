@@ -6,7 +6,7 @@
  * the sandbox's filter forbids ends the process (SIGSYS) instead.
  *
  *   squall-nf-hostile --try socket|fork|ptrace|kill|setuid|mount|alloc|pool|
- *                           region|peek|poke|snoop|ctl|ring|spin|threads|rekey|claimnext|
+ *                           region|peek|poke|snoop|ctl|ring|spin|threads|rekey|claimnext|allocmeta|
  *                           fds|tiocsti|accept|procmem|mgrpid|extbuf|indirect|shmalloc|hugealloc|
  *                           decoy|truncate|outport
  *                     [--marker HEX]
@@ -58,6 +58,11 @@
  * bit flipped: flow 2k <-> 2k+1) and returns it sq_rekeyed(), claiming that
  * flow's tuple as its own flow's second key (the manager must refuse a tuple
  * that is already a flow's key).
+ *
+ * allocmeta writes 0xff over the 128 bytes before its own tx ring, where an
+ * allocator that keeps its records in the memory it hands out (DPDK's malloc
+ * heap) has the ring's element header, which the manager's free of the ring
+ * reads, and exits.
  *
  * claimnext goes on for every packet too: it moves a TCP packet's source
  * port one up (the port the generator's next connection uses) and returns
@@ -322,6 +327,21 @@ snoop(struct sq_nf *nf)
 		hdr->len_bytes >> 10);
 }
 
+/* allocmeta: the 128 bytes before its own tx ring (DPDK's malloc heap kept
+ * the ring's element header there), then it leaves: it reads its rings no
+ * more, whatever those bytes were. */
+static void
+scribble_before_ring(struct sq_nf *nf)
+{
+	struct sq_region_hdr *hdr = sq_nf_region(nf);
+	const struct sq_nf_ctl *ctl = sq_nf_ctl(nf);
+	char *tx = (char *)hdr + ctl->tx_ring_off;
+
+	memset(tx - 128, 0xff, 128);
+	fprintf(stderr, NF_NAME ": allocmeta: succeeded: scribbled before its tx ring\n");
+	_exit(0);
+}
+
 /* Every other NF slot's control block and rings in reach: scribbled. */
 static void
 other_ctls(struct sq_nf *nf)
@@ -582,6 +602,8 @@ try_once(struct sq_nf *nf, struct rte_mbuf *m)
 		poke();
 	} else if (strcmp(what, "ring") == 0) {
 		other_rings(nf);
+	} else if (strcmp(what, "allocmeta") == 0) {
+		scribble_before_ring(nf);
 	} else if (strcmp(what, "snoop") == 0) {
 		snoop(nf);
 	} else if (strcmp(what, "ctl") == 0) {
@@ -727,7 +749,7 @@ main(int argc, char **argv)
 	if (what == NULL) {
 		fprintf(stderr, NF_NAME
 			": --try socket|fork|ptrace|kill|setuid|mount|alloc|pool|"
-			"region|peek|poke|snoop|ctl|ring|spin|threads|rekey|claimnext|"
+			"region|peek|poke|snoop|ctl|ring|spin|threads|rekey|claimnext|allocmeta|"
 			"fds|tiocsti|accept|procmem|mgrpid|extbuf|indirect|shmalloc|hugealloc|"
 			"decoy|truncate|outport "
 			"[--marker HEX]\n");
