@@ -1557,6 +1557,11 @@ mgr_nfs_poll(struct mgr *mgr)
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
 		struct mgr_nf *nf = nf_by_pid(mgr, pid);
 
+		/* What the NFs wrote before they went, said before they are
+		 * reported gone: an NF's last line ("why I die") would else come
+		 * a control period after its death. */
+		if (reaped == 0)
+			mgr_nflog_poll(&mgr->nflog, now_ns());
 		if (nf != NULL) {
 			marked += nf_gone(mgr, nf, status);
 			gone[reaped % RTE_DIM(gone)] = nf;
